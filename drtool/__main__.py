@@ -1,0 +1,3 @@
+from drtool.cli.main import main
+
+main()

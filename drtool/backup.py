@@ -1,0 +1,37 @@
+"""Running a backup: every selected plugin streams into one session; the manifest is written last."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from drtool.catalog import Catalog
+from drtool.errors import SourceError
+from drtool.plugin.contract import Plugin
+from drtool.progress import Progress
+from drtool.repo.manifest import Manifest
+from drtool.repo.repository import Repository
+
+
+def run_backup(
+    repo: Repository,
+    plugins: Sequence[Plugin],
+    sources: Mapping[str, Mapping[str, Any]],
+    *,
+    catalog: Catalog | None = None,
+    backup_set: str | None = None,
+    tags: list[str] | None = None,
+    progress: Progress | None = None,
+) -> Manifest:
+    """Back up with each plugin; a failing plugin makes the backup partial. If all fail, nothing is written."""
+    with repo.begin_backup(backup_set=backup_set, tags=tags, progress=progress) as session:
+        for plugin in plugins:
+            session.run_plugin(plugin, sources.get(plugin.name, {}))
+        failures = {name: o.error for name, o in session.outcomes.items() if o.status == "failed"}
+        if failures and len(failures) == len(plugins):
+            detail = "; ".join(f"{name}: {err}" for name, err in failures.items())
+            raise SourceError(f"backup failed, nothing was written: {detail}")
+        manifest = session.commit()
+    if catalog is not None:
+        catalog.record(manifest)
+    return manifest

@@ -1,0 +1,97 @@
+"""Catalog access: SQLite by default, any SQLAlchemy URL (PostgreSQL) works too."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from pathlib import Path
+
+from sqlalchemy.exc import OperationalError
+from sqlmodel import Session, SQLModel, create_engine, delete, select
+
+from drtool.catalog.models import ArtifactRow, BackupRow, StoreRow
+from drtool.errors import DrtoolError, UsageError
+from drtool.repo.manifest import Manifest, utc_now
+from drtool.repo.repository import Repository
+
+
+@dataclasses.dataclass
+class SyncResult:
+    added: int = 0
+    removed: int = 0
+    unreadable: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+class Catalog:
+    def __init__(self, url: str) -> None:
+        if "://" not in url:
+            Path(url).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            url = f"sqlite:///{Path(url).expanduser()}"
+        self.url = url
+        self.engine = create_engine(url, pool_pre_ping=True)
+        try:
+            SQLModel.metadata.create_all(self.engine)
+        except OperationalError as exc:
+            raise UsageError(f"cannot open catalog {self._safe_url()}: {exc.orig}",
+                             "check DRTOOL_CATALOG; the catalog is a cache and can be rebuilt") from None
+
+    def _safe_url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def record(self, manifest: Manifest) -> None:
+        with Session(self.engine) as session:
+            self._insert(session, manifest)
+            session.commit()
+
+    @staticmethod
+    def _insert(session: Session, m: Manifest) -> None:
+        session.merge(BackupRow(
+            id=m.id, store_id=m.store_id, started=m.started, finished=m.finished, status=m.status,
+            backup_set=m.backup_set, tags=",".join(m.tags), plugins=",".join(sorted(m.plugins)),
+            failed_plugins=",".join(sorted(p for p, o in m.plugins.items() if o.status == "failed")),
+            size=m.size, artifact_count=len(m.artifacts), bytes_stored=m.stats.get("bytes_stored", 0),
+            hostname=m.hostname,
+        ))
+        session.exec(delete(ArtifactRow).where(ArtifactRow.backup_id == m.id))
+        for a in m.artifacts:
+            session.add(ArtifactRow(backup_id=m.id, plugin=a.plugin, name=a.name, size=a.size, sha256=a.sha256,
+                                    chunk_count=len(a.chunks), sensitive=a.sensitive))
+
+    def sync(self, repo: Repository, *, rebuild: bool = False) -> SyncResult:
+        """Make the catalog match the store: add manifests it lacks, drop rows the store no longer has."""
+        store_id = repo.config.store_id
+        result = SyncResult()
+        in_store = set(repo.backup_ids())
+        with Session(self.engine) as session:
+            if rebuild:
+                self._forget(session, store_id, None)
+            known = set(session.exec(select(BackupRow.id).where(BackupRow.store_id == store_id)).all())
+            for backup_id in sorted(in_store - known):
+                try:
+                    self._insert(session, repo.get_manifest(backup_id))
+                    result.added += 1
+                except DrtoolError as exc:
+                    result.unreadable[backup_id] = exc.message
+            gone = known - in_store
+            self._forget(session, store_id, gone)
+            result.removed = len(gone)
+            session.merge(StoreRow(store_id=store_id, url=repo.backend.url, last_sync=utc_now()))
+            session.commit()
+        return result
+
+    @staticmethod
+    def _forget(session: Session, store_id: str, ids: Iterable[str] | None) -> None:
+        query = select(BackupRow.id).where(BackupRow.store_id == store_id)
+        targets = list(ids) if ids is not None else list(session.exec(query).all())
+        if targets:
+            session.exec(delete(ArtifactRow).where(ArtifactRow.backup_id.in_(targets)))  # type: ignore[attr-defined]
+            session.exec(delete(BackupRow).where(BackupRow.id.in_(targets)))  # type: ignore[attr-defined]
+
+    def backups(self, store_id: str) -> list[BackupRow]:
+        with Session(self.engine) as session:
+            query = select(BackupRow).where(BackupRow.store_id == store_id).order_by(BackupRow.id)
+            return list(session.exec(query).all())
+
+    def artifacts(self, backup_id: str) -> list[ArtifactRow]:
+        with Session(self.engine) as session:
+            return list(session.exec(select(ArtifactRow).where(ArtifactRow.backup_id == backup_id)).all())

@@ -1,0 +1,1 @@
+"""The `drtool` command line: parses and prints; the library does the work."""

@@ -1,0 +1,113 @@
+"""`drtool key`: the slots that wrap the store's master key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from drtool.cli.state import console, print_json, state
+from drtool.config import passphrase_from_env
+from drtool.crypto import slots
+from drtool.errors import UsageError
+
+app = typer.Typer(help="Manage key slots: passphrases, key files, recovery shares.", no_args_is_help=True)
+
+
+@app.command("list")
+def list_slots(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List key slots (no credentials needed: slots hold only wrapped keys)."""
+    from drtool.repo.repository import Repository
+    from drtool.store import open_backend
+
+    backend = open_backend(state(ctx).settings.require_store())
+    Repository.read_config(backend)
+    summaries = [s.summary() for s in Repository.key_slots(backend)]
+    if as_json:
+        print_json(summaries)
+        return
+    table = Table("id", "kind", "label", "created", "shares")
+    for s in summaries:
+        table.add_row(s["id"], s["kind"], s["label"], s["created"], s.get("shares", ""))
+    console.print(table)
+
+
+@app.command()
+def add(
+    ctx: typer.Context,
+    passphrase: Annotated[bool, typer.Option("--passphrase", help="Add a passphrase slot (read from DRTOOL_NEW_PASSPHRASE, DRTOOL_NEW_PASSPHRASE_FILE or a prompt).")] = False,
+    keyfile: Annotated[Path | None, typer.Option(help="Add a key-file slot and write the new key file here.")] = None,
+    label: Annotated[str | None, typer.Option(help="A note shown by `key list`.")] = None,
+) -> None:
+    """Add a key slot, unlocking the store with an existing credential."""
+    if passphrase == bool(keyfile):
+        raise UsageError("give exactly one of --passphrase or --keyfile PATH")
+    repo = state(ctx).open_repo()
+    store_id = repo.config.store_id
+    if keyfile:
+        if keyfile.exists():
+            raise UsageError(f"{keyfile} already exists", "choose a new path for the key file")
+        text, secret = slots.new_keyfile_text()
+        slot = slots.keyfile_slot(repo.key, store_id, secret, label or f"key file {keyfile.name}")
+        keyfile.touch(mode=0o600)
+        keyfile.write_text(text)
+    else:
+        new = _new_passphrase()
+        slot = slots.passphrase_slot(repo.key, store_id, new, label or "passphrase")
+    repo.add_slot(slot)
+    console.print(f"added {slot.kind} slot {slot.id}")
+
+
+def _new_passphrase() -> str:
+    import os
+
+    saved = {k: os.environ.get(k) for k in ("DRTOOL_PASSPHRASE", "DRTOOL_PASSPHRASE_FILE")}
+    try:
+        for src, dst in (("DRTOOL_NEW_PASSPHRASE", "DRTOOL_PASSPHRASE"), ("DRTOOL_NEW_PASSPHRASE_FILE", "DRTOOL_PASSPHRASE_FILE")):
+            os.environ.pop(dst, None)
+            if os.environ.get(src):
+                os.environ[dst] = os.environ[src]
+        new = passphrase_from_env("New passphrase: ", confirm=True)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    if not new:
+        raise UsageError("no new passphrase given", "set DRTOOL_NEW_PASSPHRASE or DRTOOL_NEW_PASSPHRASE_FILE")
+    return new
+
+
+@app.command()
+def remove(ctx: typer.Context, slot_id: Annotated[str, typer.Argument(help="Slot id from `drtool key list`.")]) -> None:
+    """Remove a key slot (revokes that passphrase, key file, or every share of a recovery set)."""
+    repo = state(ctx).open_repo()
+    repo.remove_slot(slot_id)
+    console.print(f"removed key slot {slot_id}")
+
+
+@app.command("recovery-shares")
+def recovery_shares(
+    ctx: typer.Context,
+    threshold: Annotated[int, typer.Option("--threshold", "-k", help="Shares needed to recover.")] = 3,
+    count: Annotated[int, typer.Option("--count", "-n", help="Shares printed.")] = 5,
+    out: Annotated[Path | None, typer.Option(help="Write the shares to this file (0600) instead of the terminal.")] = None,
+) -> None:
+    """Create a k-of-n recovery slot and print its shares once, for offline keepers."""
+    if not 2 <= threshold <= count <= 16:
+        raise UsageError("need 2 <= threshold <= count <= 16")
+    repo = state(ctx).open_repo()
+    slot, shares = slots.recovery_slot(repo.key, repo.config.store_id, threshold, count)
+    repo.add_slot(slot)
+    text = "\n".join(shares) + "\n"
+    if out:
+        out.touch(mode=0o600)
+        out.write_text(text)
+        console.print(f"wrote {count} shares of recovery slot {slot.id} to {out}")
+    else:
+        console.print(f"recovery slot {slot.id}: any {threshold} of these {count} shares open the store. "
+                      "Give each to a different keeper; they are not shown again.")
+        typer.echo(text, nl=False)

@@ -1,0 +1,66 @@
+"""What every command shares: settings from the global options, and the store/catalog opened on demand."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.console import Console
+
+from drtool.config import Settings, credentials_from_env, load_settings
+from drtool.progress import NullProgress, Progress, RichProgress
+from drtool.repo.repository import Repository
+from drtool.store import open_backend
+
+if TYPE_CHECKING:
+    from drtool.catalog import Catalog
+
+console = Console()
+
+
+@dataclasses.dataclass
+class AppState:
+    config: str | None = None
+    store: str | None = None
+    catalog: str | None = None
+    _settings: Settings | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.config, self.store, self.catalog)
+        return self._settings
+
+    def open_repo(self) -> Repository:
+        backend = open_backend(self.settings.require_store())
+        Repository.read_config(backend)  # a missing store is reported before any passphrase prompt
+        return Repository.open(backend, credentials_from_env())
+
+    def open_catalog(self) -> Catalog:
+        from drtool.catalog import Catalog  # SQLAlchemy costs ~0.4 s to import; only commands that need it pay
+
+        return Catalog(self.settings.catalog)
+
+
+def state(ctx: typer.Context) -> AppState:
+    return ctx.ensure_object(AppState)
+
+
+def progress() -> Progress:
+    """Rich bars when a person watches stderr; nothing in cron jobs and pipes."""
+    return RichProgress() if sys.stderr.isatty() else NullProgress()
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"

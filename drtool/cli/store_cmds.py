@@ -1,0 +1,190 @@
+"""Commands on a store: init, backup, list, show, check, restore."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from drtool.backup import run_backup
+from drtool.cli.state import console, human_bytes, print_json, progress, state
+from drtool.config import passphrase_from_env
+from drtool.crypto.slots import new_keyfile_text
+from drtool.errors import PartialBackup, UsageError
+from drtool.plugin.manager import get_plugin, load_plugins
+from drtool.repo.check import check as check_store
+from drtool.repo.repository import Repository
+from drtool.restore import run_restore
+from drtool.store import open_backend
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+def parse_pairs(pairs: list[str] | None, what: str) -> dict[str, str]:
+    """KEY=VALUE options (targets, restore options) into a mapping."""
+    out: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{what} {pair!r} is not KEY=VALUE", f"for example --{what} data_dir=/var/lib/etcd-new")
+        out[key.strip()] = value
+    return out
+
+
+def init(
+    ctx: typer.Context,
+    store: Annotated[str, typer.Option("--store", help="Store URL: a path, file:///path or s3://bucket/prefix.")],
+    keyfile: Annotated[Path | None, typer.Option(help="Also create a key file slot, written to this path.")] = None,
+    no_passphrase: Annotated[bool, typer.Option(help="Only a key file slot, no passphrase.")] = False,
+    save: Annotated[bool, typer.Option(help="Remember the store in the config file.")] = True,
+) -> None:
+    """Create a new encrypted store. Example: DRTOOL_PASSPHRASE_FILE=pw drtool init --store s3://dr/backups"""
+    backend = open_backend(store)
+    keyfile_secret = None
+    if keyfile:
+        if keyfile.exists():
+            raise UsageError(f"{keyfile} already exists", "choose a new path for the key file")
+        text, keyfile_secret = new_keyfile_text()
+    passphrase = None if no_passphrase else passphrase_from_env("New store passphrase: ", confirm=True)
+    if not no_passphrase and not passphrase:
+        raise UsageError("no passphrase given", "set DRTOOL_PASSPHRASE or DRTOOL_PASSPHRASE_FILE, or use --keyfile --no-passphrase")
+    repo = Repository.init(backend, passphrase=passphrase, keyfile_secret=keyfile_secret)
+    if keyfile:
+        keyfile.touch(mode=0o600)
+        keyfile.write_text(text)
+    if save:
+        state(ctx).settings.save_store(store)
+    console.print(f"created store [bold]{store}[/] (id {repo.config.store_id})")
+    console.print("keep the passphrase or key file safe: without it the backups cannot be read; "
+                  "`drtool key recovery-shares` prints offline recovery shares")
+
+
+def backup(
+    ctx: typer.Context,
+    plugin: Annotated[list[str] | None, typer.Option("--plugin", "-p", help="Plugin to run (repeatable); default all configured.")] = None,
+    tag: Annotated[list[str] | None, typer.Option(help="Tag the backup (repeatable).")] = None,
+    backup_set: Annotated[str | None, typer.Option("--set", help="Name of the backup set.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Back up the configured sources. Example: drtool backup --plugin etcd"""
+    app = state(ctx)
+    sources = app.settings.sources
+    names = plugin or sorted(n for n in load_plugins() if n in sources) or sorted(load_plugins())
+    plugins = [get_plugin(n) for n in names]
+    repo = app.open_repo()
+    with progress() as prog:
+        manifest = run_backup(repo, plugins, sources, catalog=app.open_catalog(), backup_set=backup_set,
+                              tags=tag or [], progress=prog)
+    if as_json:
+        print_json(manifest.model_dump(exclude={"artifacts"}) | {"size": manifest.size})
+    else:
+        stats = manifest.stats
+        console.print(f"backup [bold]{manifest.id}[/] {manifest.status}: {len(manifest.artifacts)} artifact(s), "
+                      f"{human_bytes(manifest.size)} read, {human_bytes(stats.get('bytes_stored', 0))} stored "
+                      f"({stats.get('chunks_new', 0)} new of {stats.get('chunks', 0)} chunks)")
+    if manifest.status == "partial":
+        failed = "; ".join(f"{n}: {o.error}" for n, o in manifest.plugins.items() if o.status == "failed")
+        raise PartialBackup(f"backup {manifest.id} is partial: {failed}", "fix the failing source and back up again")
+
+
+def list_backups(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List the store's backups (the catalog is synced from the store first)."""
+    app = state(ctx)
+    repo = app.open_repo()
+    catalog = app.open_catalog()
+    catalog.sync(repo)
+    rows = catalog.backups(repo.config.store_id)
+    if as_json:
+        print_json([r.model_dump() for r in rows])
+        return
+    table = Table("id", "finished", "status", "plugins", "size", "stored")
+    for r in rows:
+        status = r.status if not r.failed_plugins else f"{r.status} ({r.failed_plugins} failed)"
+        table.add_row(r.id, r.finished[:19], status, r.plugins, human_bytes(r.size), human_bytes(r.bytes_stored))
+    console.print(table)
+
+
+def show(ctx: typer.Context, backup_id: Annotated[str, typer.Argument(help="Backup id, unique prefix or 'latest'.")],
+         as_json: JsonOpt = False) -> None:
+    """Show one backup: plugins, artifacts, failure domain."""
+    repo = state(ctx).open_repo()
+    manifest = repo.get_manifest(repo.resolve(backup_id))
+    if as_json:
+        data = manifest.model_dump()
+        for a in data["artifacts"]:
+            a["chunks"] = len(a["chunks"])
+        print_json(data)
+        return
+    console.print(f"[bold]{manifest.id}[/] {manifest.status}  started {manifest.started}  finished {manifest.finished}"
+                  f"  host {manifest.hostname}")
+    for name, outcome in manifest.plugins.items():
+        console.print(f"  plugin {name}: {outcome.status}" + (f" — {outcome.error}" if outcome.error else ""))
+    table = Table("plugin", "artifact", "size", "chunks", "sha256", "sensitive")
+    for a in manifest.artifacts:
+        table.add_row(a.plugin, a.name, human_bytes(a.size), str(len(a.chunks)), a.sha256[:16], "yes" if a.sensitive else "")
+    console.print(table)
+
+
+def check(ctx: typer.Context, read_data: Annotated[bool, typer.Option(help="Download and verify every chunk.")] = False,
+          as_json: JsonOpt = False) -> None:
+    """Verify that every backup is restorable: chunks present (and with --read-data, intact)."""
+    repo = state(ctx).open_repo()
+    with progress() as prog:
+        report = check_store(repo, read_data=read_data, progress=prog)
+    if as_json:
+        print_json(report.to_json())
+    else:
+        console.print(f"{report.backups} backup(s), {report.chunks_referenced} chunk(s) referenced, "
+                      f"{report.chunks_present} present, {report.chunks_read} read and verified")
+        for backup_id, err in report.bad_manifests.items():
+            console.print(f"[red]manifest {backup_id}: {err}[/]")
+        for chunk_id, backups in report.missing_chunks.items():
+            console.print(f"[red]missing chunk {chunk_id[:16]} (needed by {', '.join(backups)})[/]")
+        for chunk_id, err in report.damaged_chunks.items():
+            console.print(f"[red]damaged chunk {chunk_id[:16]}: {err}[/]")
+        if report.orphan_chunks:
+            console.print(f"{len(report.orphan_chunks)} orphan chunk(s) no backup references "
+                          "(left by an interrupted backup; `drtool prune` removes them)")
+        if report.leftover_temp_files:
+            console.print(f"{len(report.leftover_temp_files)} leftover temp file(s) from interrupted writes")
+        console.print("[green]no errors[/]" if report.ok else "[red]errors found[/]")
+    if not report.ok:
+        raise typer.Exit(4)
+
+
+def restore(
+    ctx: typer.Context,
+    backup_id: Annotated[str, typer.Argument(help="Backup id, unique prefix or 'latest'.")],
+    plugin: Annotated[str, typer.Option("--plugin", "-p", help="Which plugin's artifacts to restore.")],
+    target: Annotated[list[str] | None, typer.Option("--target", "-t", help="Target setting KEY=VALUE (repeatable).")] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", "-o", help="Restore option KEY=VALUE (repeatable).")] = None,
+    no_verify: Annotated[bool, typer.Option(help="Skip the plugin's post-restore verification.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Restore a backup into a target. Example: drtool restore latest -p etcd -t data_dir=/var/lib/etcd-new -t start=true"""
+    repo = state(ctx).open_repo()
+    with progress() as prog:
+        outcome = run_restore(repo, backup_id, get_plugin(plugin), parse_pairs(target, "target"),
+                              options=parse_pairs(option, "option"), verify=not no_verify, progress=prog)
+    if as_json:
+        print_json({"backup": outcome.backup_id, "plugin": outcome.plugin, "changed": outcome.result.changed,
+                    "summary": outcome.result.summary, "details": dict(outcome.result.details),
+                    "checks": [c.__dict__ for c in outcome.checks], "verified": outcome.verified})
+    else:
+        console.print(f"restored {outcome.plugin} from {outcome.backup_id}: {outcome.result.summary}")
+        for c in outcome.checks:
+            mark = "[green]ok[/]" if c.ok else "[red]FAILED[/]"
+            console.print(f"  {mark} {c.name}" + (f" — {c.detail}" if c.detail else ""))
+    if not outcome.verified:
+        raise typer.Exit(7)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(init)
+    app.command()(backup)
+    app.command("list")(list_backups)
+    app.command()(show)
+    app.command()(check)
+    app.command()(restore)

@@ -1,0 +1,120 @@
+"""Where drtool finds its store, catalog, sources and credentials.
+
+Precedence, highest first: command-line options, environment (DRTOOL_STORE, DRTOOL_CATALOG), the config
+file (--config, DRTOOL_CONFIG, ~/.config/drtool/config.yaml), built-in defaults. Secrets never come from
+the command line or the config file: a passphrase comes from DRTOOL_PASSPHRASE, a file named by
+DRTOOL_PASSPHRASE_FILE, or an interactive prompt; a key file from DRTOOL_KEYFILE; recovery shares from a
+file named by DRTOOL_RECOVERY_SHARES_FILE (one share per line).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import getpass
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from drtool.crypto.credentials import Credentials
+from drtool.crypto.slots import parse_keyfile
+from drtool.errors import UsageError
+
+DEFAULT_CONFIG = "~/.config/drtool/config.yaml"
+DEFAULT_CATALOG = "~/.local/share/drtool/catalog.db"
+_ALLOWED_KEYS = {"store", "catalog", "sources"}
+
+
+@dataclasses.dataclass
+class Settings:
+    config_path: Path
+    store: str | None = None
+    catalog: str = DEFAULT_CATALOG
+    sources: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+    def require_store(self) -> str:
+        if not self.store:
+            raise UsageError("no store configured", "pass --store URL, set DRTOOL_STORE, or run `drtool init --store URL`")
+        return self.store
+
+    def save_store(self, url: str) -> None:
+        """Remember the store URL in the config file (other settings in it are kept)."""
+        data = _read_yaml(self.config_path) if self.config_path.exists() else {}
+        data["store"] = url
+        self.config_path.parent.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise UsageError(f"config file {path}{where} is not valid YAML", "fix the file") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"config file {path} must be a mapping", "see docs/configuration.md")
+    unknown = set(data) - _ALLOWED_KEYS
+    if unknown:
+        raise UsageError(f"config file {path} has unknown key(s): {', '.join(sorted(unknown))}",
+                         f"allowed: {', '.join(sorted(_ALLOWED_KEYS))}")
+    return data
+
+
+def load_settings(config: str | None = None, store: str | None = None, catalog: str | None = None) -> Settings:
+    path = Path(config or os.environ.get("DRTOOL_CONFIG") or DEFAULT_CONFIG).expanduser()
+    data = _read_yaml(path) if path.exists() else {}
+    if config and not path.exists():
+        raise UsageError(f"config file {path} does not exist", "check --config")
+    sources = data.get("sources") or {}
+    if not isinstance(sources, dict) or not all(isinstance(v, dict) for v in sources.values()):
+        raise UsageError(f"`sources` in {path} must map plugin names to settings", "see docs/configuration.md")
+    return Settings(
+        config_path=path,
+        store=store or os.environ.get("DRTOOL_STORE") or data.get("store"),
+        catalog=catalog or os.environ.get("DRTOOL_CATALOG") or data.get("catalog") or DEFAULT_CATALOG,
+        sources=sources,
+    )
+
+
+def _read_secret_file(var: str) -> str | None:
+    path = os.environ.get(var)
+    if not path:
+        return None
+    try:
+        return Path(path).expanduser().read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read {var} file {path}: {exc.strerror}", f"check {var}") from None
+
+
+def passphrase_from_env(prompt: str = "Store passphrase: ", confirm: bool = False) -> str | None:
+    if os.environ.get("DRTOOL_PASSPHRASE"):
+        return os.environ["DRTOOL_PASSPHRASE"]
+    from_file = _read_secret_file("DRTOOL_PASSPHRASE_FILE")
+    if from_file is not None:
+        return from_file.rstrip("\r\n")
+    if sys.stdin.isatty() and not os.environ.get("DRTOOL_KEYFILE"):
+        first = getpass.getpass(prompt)
+        if confirm and getpass.getpass("Repeat passphrase: ") != first:
+            raise UsageError("the passphrases do not match", "type the same passphrase twice")
+        return first
+    return None
+
+
+def keyfile_from_env() -> bytes | None:
+    text = _read_secret_file("DRTOOL_KEYFILE")
+    return parse_keyfile(text, os.environ["DRTOOL_KEYFILE"]) if text is not None else None
+
+
+def credentials_from_env() -> Credentials:
+    shares_text = _read_secret_file("DRTOOL_RECOVERY_SHARES_FILE")
+    shares = tuple(line.strip() for line in (shares_text or "").splitlines() if line.strip())
+    keyfile = keyfile_from_env()
+    passphrase = None if (keyfile or shares) else passphrase_from_env()
+    creds = Credentials(passphrase=passphrase, keyfile_secret=keyfile, shares=shares)
+    if not (creds.passphrase or creds.keyfile_secret or creds.shares):
+        raise UsageError("no key given to open the store",
+                         "set DRTOOL_PASSPHRASE, DRTOOL_PASSPHRASE_FILE, DRTOOL_KEYFILE or DRTOOL_RECOVERY_SHARES_FILE")
+    return creds

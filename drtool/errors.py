@@ -1,0 +1,68 @@
+"""Typed errors: each expected failure carries its exit code and a hint, so the CLI prints one line.
+
+Exit codes (documented in docs/cli.md):
+  1  unexpected internal error (a bug: a traceback is printed)
+  2  usage or configuration error
+  3  store unreachable or store I/O failure
+  4  integrity failure (corrupted, missing or forged data)
+  5  wrong key or credentials
+  6  not found (backup, artifact, plugin)
+  7  source or target system failure (etcd down, restore target unhealthy)
+  8  backup finished but partial (a plugin failed)
+"""
+
+from __future__ import annotations
+
+
+class DrtoolError(Exception):
+    """An expected failure with a one-line message and a hint for the operator."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def one_line(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class UsageError(DrtoolError):
+    exit_code = 2
+
+
+class StoreUnavailable(DrtoolError):
+    """The store could not be reached or an I/O operation failed; retrying may help."""
+
+    exit_code = 3
+
+
+class IntegrityError(DrtoolError):
+    exit_code = 4
+
+
+class WrongKey(DrtoolError):
+    """Wrong passphrase, key file or recovery shares."""
+
+    exit_code = 5
+
+
+class NotFound(DrtoolError):
+    exit_code = 6
+
+
+class SourceError(DrtoolError):
+    """A system drtool backs up from or restores into failed."""
+
+    exit_code = 7
+
+
+class PartialBackup(DrtoolError):
+    exit_code = 8
+
+
+class ObjectExists(DrtoolError):
+    """A write-once object already exists under that name."""
+
+    exit_code = 3

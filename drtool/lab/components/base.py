@@ -1,0 +1,56 @@
+"""What every lab server is: a detached process with a state folder, a health check and client settings."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, ClassVar
+
+from drtool.lab import process
+
+
+@dataclasses.dataclass
+class Component:
+    """A lab server. Subclasses add their ports and settings as fields, so state round-trips through JSON."""
+
+    kind: ClassVar[str] = ""
+    name: str
+    dir: str
+    pid: int | None = None
+
+    @property
+    def path(self) -> Path:
+        return Path(self.dir)
+
+    @property
+    def log_path(self) -> Path:
+        return self.path / f"{self.kind}.log"
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        process.stop(self.pid)
+        self.pid = None
+
+    def running(self) -> bool:
+        return process.alive(self.pid)
+
+    def healthy(self) -> bool:
+        raise NotImplementedError
+
+    def env(self) -> dict[str, str]:
+        """Environment variables that point a client (drtool, a test) at this server."""
+        return {}
+
+    def describe(self) -> str:
+        """One line for `drtool lab status`: the address a person would connect to."""
+        return ""
+
+    def to_state(self) -> dict[str, Any]:
+        return {"kind": self.kind, **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Component:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in state.items() if k in fields})

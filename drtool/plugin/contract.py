@@ -1,0 +1,135 @@
+"""What a plugin implements, and what the core hands it.
+
+A plugin knows one kind of source (etcd, the Kubernetes API, MLflow, ...). It never sees the store format:
+it writes named artifacts through ``BackupContext.artifact`` and reads them back through
+``RestoreContext.open``, both streaming, so no artifact is ever held whole in memory or on temp disk.
+
+Contract version 1. Rules every plugin keeps (checked by tests/test_plugin_contract.py):
+- ``backup`` raises ``drtool.errors.SourceError`` (one line, with a hint) when its source fails; the core
+  then marks the backup partial and keeps the other plugins' artifacts.
+- ``restore`` is idempotent: a second run leaves the same state and says so (``RestoreResult.changed``).
+- ``restore`` must not make anything visible on the target until the artifacts it uses have been read and
+  verified (stage, then commit).
+- ``dependencies`` names every endpoint the restore will contact and every reference restored objects
+  will carry, for the independence analysis.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, runtime_checkable
+
+CONTRACT_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Inventory:
+    """What a source holds, as counts by kind and total bytes, before anything is copied."""
+
+    counts: Mapping[str, int]
+    bytes: int = 0
+    details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class ArtifactInfo:
+    """An artifact as recorded in a backup manifest."""
+
+    plugin: str
+    name: str
+    size: int
+    sha256: str
+    meta: Mapping[str, Any]
+    sensitive: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class RestoreResult:
+    changed: bool
+    summary: str
+    details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Dependency:
+    """Something a restore needs or a restored object will point at.
+
+    kind: "endpoint" (contacted during restore) or "reference" (carried by restored state).
+    address: host, host:port or URL.
+    """
+
+    kind: str
+    address: str
+    purpose: str
+    evidence: str = ""
+
+
+class ArtifactSink(Protocol):
+    """A write-only stream into the store; closing it (the ``with`` block's end) seals the artifact."""
+
+    def write(self, data: bytes | bytearray | memoryview) -> int: ...
+
+
+class ArtifactSource(Protocol):
+    """A verified read stream out of the store; the whole-artifact hash is checked when EOF is reached."""
+
+    def read(self, n: int = -1) -> bytes: ...
+
+    def readinto(self, buffer: bytearray | memoryview) -> int: ...
+
+    def __iter__(self) -> Iterator[bytes]: ...
+
+
+class BackupContext(Protocol):
+    backup_id: str
+
+    def artifact(
+        self, name: str, *, meta: Mapping[str, Any] | None = None, sensitive: bool = False
+    ) -> AbstractContextManager[ArtifactSink]:
+        """Open a new artifact for writing; it exists in the backup only if the block exits cleanly."""
+        ...
+
+    def progress(self, description: str, total: int | None = None) -> Any:
+        """A progress handle with ``advance(n)``; a no-op when not attached to a terminal."""
+        ...
+
+
+class RestoreContext(Protocol):
+    backup_id: str
+    created: str
+    artifacts: list[ArtifactInfo]
+
+    def open(self, name: str) -> AbstractContextManager[ArtifactSource]:
+        """Open one of this plugin's artifacts for verified streaming reads."""
+        ...
+
+    def progress(self, description: str, total: int | None = None) -> Any: ...
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    name: str
+    description: str
+
+    def discover(self, source: Mapping[str, Any]) -> Inventory: ...
+
+    def backup(self, source: Mapping[str, Any], ctx: BackupContext) -> Mapping[str, Any]:
+        """Stream artifacts into ``ctx``; return facts for the manifest (versions, revisions, failure domain)."""
+        ...
+
+    def restore(
+        self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]
+    ) -> RestoreResult: ...
+
+    def verify(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Check]: ...
+
+    def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]: ...

@@ -1,0 +1,56 @@
+"""Finding plugins: every entry point in the group ``drtool.plugins`` is a plugin class.
+
+``DRTOOL_PLUGINS=etcd,files`` restricts which are loaded (useful to bisect a broken third-party one).
+Loading happens on first use, never at import time, and a plugin that fails to load is reported by name
+without taking the others down.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from functools import cache
+from importlib.metadata import entry_points
+
+from drtool.errors import NotFound, UsageError
+from drtool.plugin.contract import Plugin
+
+GROUP = "drtool.plugins"
+
+
+@dataclasses.dataclass
+class Registry:
+    plugins: dict[str, Plugin]
+    broken: dict[str, str]  # entry-point name -> why it did not load
+
+
+@cache
+def registry() -> Registry:
+    allowed = {p.strip() for p in os.environ.get("DRTOOL_PLUGINS", "").split(",") if p.strip()}
+    found = Registry({}, {})
+    for ep in entry_points(group=GROUP):
+        if allowed and ep.name not in allowed:
+            continue
+        try:
+            plugin = ep.load()()
+        except Exception as exc:  # a third party's bug must not stop the other plugins
+            found.broken[ep.name] = f"{ep.value} failed to load: {exc}"
+            continue
+        if not isinstance(plugin, Plugin):
+            found.broken[ep.name] = f"{ep.value} does not implement the plugin contract"
+            continue
+        found.plugins[plugin.name] = plugin
+    return found
+
+
+def load_plugins() -> dict[str, Plugin]:
+    return registry().plugins
+
+
+def get_plugin(name: str) -> Plugin:
+    reg = registry()
+    if name in reg.broken:
+        raise UsageError(f"plugin {name}: {reg.broken[name]}", "fix or uninstall it, or exclude it with DRTOOL_PLUGINS")
+    if name not in reg.plugins:
+        raise NotFound(f"no plugin named {name!r}", f"installed plugins: {', '.join(sorted(reg.plugins)) or 'none'}")
+    return reg.plugins[name]

@@ -1,0 +1,35 @@
+"""Object names in a store, in one place (docs/store-format.md §Layout)."""
+
+from __future__ import annotations
+
+import re
+
+CONFIG = "drtool-store.json"
+KEYS = "keys/"
+CHUNKS = "chunks/"
+MANIFESTS = "manifests/"
+
+BACKUP_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")
+CHUNK_ID = re.compile(r"^[0-9a-f]{64}$")
+
+
+def chunk(chunk_id: str) -> str:
+    return f"{CHUNKS}{chunk_id[:2]}/{chunk_id}"
+
+
+def chunk_id_of(name: str) -> str | None:
+    tail = name.rsplit("/", 1)[-1]
+    return tail if name.startswith(CHUNKS) and CHUNK_ID.match(tail) else None
+
+
+def manifest(backup_id: str) -> str:
+    return f"{MANIFESTS}{backup_id}"
+
+
+def backup_id_of(name: str) -> str | None:
+    tail = name[len(MANIFESTS):] if name.startswith(MANIFESTS) else ""
+    return tail if BACKUP_ID.match(tail) else None
+
+
+def key_slot(slot_id: str) -> str:
+    return f"{KEYS}{slot_id}"

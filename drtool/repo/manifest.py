@@ -1,0 +1,85 @@
+"""The backup manifest: the one object that makes a backup exist (written last, sealed, compressed)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from typing import Any, Literal
+
+import zstandard
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from drtool.errors import IntegrityError
+
+MANIFEST_VERSION = 1
+MAX_MANIFEST_BYTES = 512 * 1024 * 1024
+
+
+def new_backup_id(now: dt.datetime | None = None) -> str:
+    now = now or dt.datetime.now(dt.UTC)
+    return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class ArtifactEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    plugin: str
+    name: str
+    size: int
+    sha256: str
+    chunks: list[tuple[str, int]]  # (chunk id, plaintext length), in order
+    meta: dict[str, Any] = Field(default_factory=dict)
+    sensitive: bool = False
+
+
+class PluginOutcome(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    status: Literal["ok", "failed"]
+    error: str | None = None
+    started: str
+    finished: str
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    version: int = MANIFEST_VERSION
+    id: str
+    store_id: str
+    started: str
+    finished: str
+    status: Literal["complete", "partial"]
+    hostname: str
+    drtool_version: str
+    backup_set: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    plugins: dict[str, PluginOutcome] = Field(default_factory=dict)
+    artifacts: list[ArtifactEntry] = Field(default_factory=list)
+    failure_domain: dict[str, Any] = Field(default_factory=dict)
+    stats: dict[str, int] = Field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        return zstandard.ZstdCompressor(level=6).compress(self.model_dump_json().encode())
+
+    @classmethod
+    def decode(cls, data: bytes, backup_id: str) -> Manifest:
+        try:
+            raw = zstandard.ZstdDecompressor().decompress(data, max_output_size=MAX_MANIFEST_BYTES)
+            manifest = cls.model_validate_json(raw)
+        except (zstandard.ZstdError, ValidationError, ValueError) as exc:
+            raise IntegrityError(f"manifest {backup_id} does not decode: {str(exc).splitlines()[0]}") from None
+        if manifest.version != MANIFEST_VERSION:
+            raise IntegrityError(f"manifest {backup_id} has unknown version {manifest.version}")
+        if manifest.id != backup_id:
+            raise IntegrityError(f"manifest {backup_id} claims to be backup {manifest.id}")
+        return manifest
+
+    def artifacts_of(self, plugin: str) -> list[ArtifactEntry]:
+        return [a for a in self.artifacts if a.plugin == plugin]
+
+    @property
+    def size(self) -> int:
+        return sum(a.size for a in self.artifacts)

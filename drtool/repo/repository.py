@@ -1,0 +1,209 @@
+"""A store opened with its key: sealed chunks, manifests and key slots over a backend.
+
+Write order (restic's rule): chunks first, manifest last. A backup exists iff its manifest exists, and a
+manifest is only written after every chunk it names is durably stored.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import zstandard
+
+from drtool.crypto import slots
+from drtool.crypto.credentials import Credentials
+from drtool.crypto.master import MasterKey
+from drtool.errors import IntegrityError, NotFound, ObjectExists, UsageError
+from drtool.repo import layout
+from drtool.repo.config import StoreConfig
+from drtool.repo.manifest import Manifest
+from drtool.store.backend import Backend
+
+if TYPE_CHECKING:
+    from drtool.repo.restore_context import PluginRestoreContext
+    from drtool.repo.writer import BackupSession
+
+_RAW, _ZSTD = 0, 1
+
+
+class Repository:
+    def __init__(self, backend: Backend, config: StoreConfig, key: MasterKey, slot: slots.KeySlot | None) -> None:
+        self.backend = backend
+        self.config = config
+        self.key = key
+        self.unlocked_with = slot
+        self._local = threading.local()
+
+    # --- opening ----------------------------------------------------------------------------------
+
+    @classmethod
+    def init(cls, backend: Backend, passphrase: str | None = None, keyfile_secret: bytes | None = None,
+             config: StoreConfig | None = None) -> Repository:
+        """Create a store with a fresh master key and its first key slot (passphrase and/or key file)."""
+        if not (passphrase or keyfile_secret):
+            raise UsageError("a new store needs a passphrase or a key file", "set DRTOOL_PASSPHRASE or --keyfile")
+        if backend.exists(layout.CONFIG):
+            raise UsageError(f"{backend.url} already holds a drtool store", "use it as it is, or pick another URL")
+        backend.create()
+        config = config or StoreConfig.new()
+        key = MasterKey.generate()
+        first = None
+        if passphrase:
+            first = slots.passphrase_slot(key, config.store_id, passphrase)
+            backend.put(layout.key_slot(first.id), first.to_bytes(), exclusive=True)
+        if keyfile_secret:
+            kf = slots.keyfile_slot(key, config.store_id, keyfile_secret)
+            backend.put(layout.key_slot(kf.id), kf.to_bytes(), exclusive=True)
+            first = first or kf
+        # the config is written last: a store without it does not exist yet
+        backend.put(layout.CONFIG, config.to_bytes(), exclusive=True)
+        return cls(backend, config, key, first)
+
+    @classmethod
+    def read_config(cls, backend: Backend) -> StoreConfig:
+        try:
+            return StoreConfig.from_bytes(backend.get(layout.CONFIG), backend.url)
+        except NotFound:
+            raise NotFound(f"no drtool store at {backend.url}", "run `drtool init --store URL` first") from None
+
+    @classmethod
+    def open(cls, backend: Backend, credentials: Credentials) -> Repository:
+        config = cls.read_config(backend)
+        key, slot = credentials.unlock(config.store_id, cls.key_slots(backend))
+        return cls(backend, config, key, slot)
+
+    @staticmethod
+    def key_slots(backend: Backend) -> list[slots.KeySlot]:
+        return [slots.KeySlot.from_bytes(backend.get(name), name) for name in sorted(backend.list(layout.KEYS))]
+
+    # --- key slots ----------------------------------------------------------------------------------
+
+    def add_slot(self, slot: slots.KeySlot) -> None:
+        self.backend.put(layout.key_slot(slot.id), slot.to_bytes(), exclusive=True)
+
+    def remove_slot(self, slot_id: str) -> None:
+        remaining = [s for s in self.key_slots(self.backend)]
+        if slot_id not in {s.id for s in remaining}:
+            raise NotFound(f"no key slot {slot_id}", "`drtool key list` shows the slots")
+        if len(remaining) == 1:
+            raise UsageError("refusing to remove the last key slot", "add another slot first; the store would be lost")
+        self.backend.delete(layout.key_slot(slot_id))
+
+    # --- chunks -------------------------------------------------------------------------------------
+
+    def _chunk_aad(self, chunk_id: str) -> bytes:
+        return f"drtool-chunk-v1:{self.config.store_id}:{chunk_id}".encode()
+
+    def _compressor(self) -> zstandard.ZstdCompressor:
+        # zstd contexts are not thread-safe; one per worker thread
+        comp = getattr(self._local, "compressor", None)
+        if comp is None:
+            comp = self._local.compressor = zstandard.ZstdCompressor(level=self.config.compression_level)
+        return comp
+
+    def encode_chunk(self, chunk_id: str, data: bytes | memoryview) -> bytes:
+        packed = self._compressor().compress(data)
+        body = bytes([_ZSTD]) + packed if len(packed) < len(data) else bytes([_RAW]) + bytes(data)
+        return self.key.seal(body, self._chunk_aad(chunk_id))
+
+    def decode_chunk(self, chunk_id: str, blob: bytes) -> bytes:
+        body = self.key.unseal(blob, self._chunk_aad(chunk_id), f"chunk {chunk_id[:12]}")
+        codec, payload = body[0], body[1:]
+        if codec == _ZSTD:
+            try:
+                data = zstandard.ZstdDecompressor().decompress(payload, max_output_size=self.config.chunker.max_size)
+            except zstandard.ZstdError as exc:
+                raise IntegrityError(f"chunk {chunk_id[:12]} does not decompress: {exc}") from None
+        elif codec == _RAW:
+            data = payload
+        else:
+            raise IntegrityError(f"chunk {chunk_id[:12]} has unknown codec {codec}")
+        if self.key.chunk_id(data) != chunk_id:
+            raise IntegrityError(f"chunk {chunk_id[:12]} content does not match its id")
+        return data
+
+    def has_chunk(self, chunk_id: str) -> bool:
+        return self.backend.exists(layout.chunk(chunk_id))
+
+    def put_chunk(self, chunk_id: str, data: bytes | memoryview) -> int:
+        """Store a chunk unless present; returns the bytes written (0 when deduplicated)."""
+        if self.has_chunk(chunk_id):
+            return 0
+        blob = self.encode_chunk(chunk_id, data)
+        self.backend.put(layout.chunk(chunk_id), blob)
+        return len(blob)
+
+    def get_chunk(self, chunk_id: str) -> bytes:
+        try:
+            blob = self.backend.get(layout.chunk(chunk_id))
+        except NotFound:
+            raise IntegrityError(f"chunk {chunk_id[:12]} is missing from the store",
+                                 "run `drtool check` to list every missing chunk") from None
+        return self.decode_chunk(chunk_id, blob)
+
+    def chunk_ids(self) -> Iterator[str]:
+        for name in self.backend.list(layout.CHUNKS):
+            cid = layout.chunk_id_of(name)
+            if cid:
+                yield cid
+
+    # --- manifests ----------------------------------------------------------------------------------
+
+    def _manifest_aad(self, backup_id: str) -> bytes:
+        return f"drtool-manifest-v1:{self.config.store_id}:{backup_id}".encode()
+
+    def put_manifest(self, manifest: Manifest) -> None:
+        blob = self.key.seal(manifest.encode(), self._manifest_aad(manifest.id))
+        try:
+            self.backend.put(layout.manifest(manifest.id), blob, exclusive=True)
+        except ObjectExists:
+            raise IntegrityError(f"backup id {manifest.id} already exists", "this should not happen; retry") from None
+
+    def backup_ids(self) -> list[str]:
+        ids = (layout.backup_id_of(n) for n in self.backend.list(layout.MANIFESTS))
+        return sorted(i for i in ids if i)
+
+    def get_manifest(self, backup_id: str) -> Manifest:
+        if not layout.BACKUP_ID.match(backup_id):
+            raise NotFound(f"{backup_id!r} is not a backup id", "ids look like 20261129T104500Z-1a2b3c; see `drtool list`")
+        try:
+            blob = self.backend.get(layout.manifest(backup_id))
+        except NotFound:
+            raise NotFound(f"backup {backup_id} not found in store {self.backend.url}", "see `drtool list`") from None
+        plain = self.key.unseal(blob, self._manifest_aad(backup_id), f"manifest {backup_id}")
+        manifest = Manifest.decode(plain, backup_id)
+        if manifest.store_id != self.config.store_id:
+            raise IntegrityError(f"manifest {backup_id} belongs to store {manifest.store_id}")
+        return manifest
+
+    def resolve(self, ref: str) -> str:
+        """A backup id from an id, a unique id prefix, or ``latest``."""
+        ids = self.backup_ids()
+        if ref == "latest":
+            if not ids:
+                raise NotFound(f"store {self.backend.url} holds no backups yet", "run `drtool backup` first")
+            return ids[-1]
+        matches = [i for i in ids if i.startswith(ref)]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise NotFound(f"backup {ref} not found in store {self.backend.url}", "see `drtool list`")
+        raise UsageError(f"{ref!r} matches {len(matches)} backups", "give more of the id")
+
+    def delete_manifest(self, backup_id: str) -> None:
+        self.backend.delete(layout.manifest(backup_id))
+
+
+    # --- sessions -----------------------------------------------------------------------------------
+
+    def begin_backup(self, **kwargs: object) -> BackupSession:
+        from drtool.repo.writer import BackupSession
+
+        return BackupSession(self, **kwargs)  # type: ignore[arg-type]
+
+    def restore_context(self, backup_id: str, plugin: str, **kwargs: object) -> PluginRestoreContext:
+        from drtool.repo.restore_context import PluginRestoreContext
+
+        return PluginRestoreContext(self, self.get_manifest(self.resolve(backup_id)), plugin, **kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,65 @@
+"""The ``RestoreContext`` a plugin sees: its artifacts of one backup, opened as verified streams."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any
+
+from drtool.errors import IntegrityError, NotFound
+from drtool.plugin.contract import ArtifactInfo
+from drtool.progress import NullProgress, Progress
+from drtool.repo.manifest import Manifest
+from drtool.repo.reader import ArtifactReader
+from drtool.repo.repository import Repository
+from drtool.repo.writer import DEFAULT_WORKERS
+
+
+class PluginRestoreContext:
+    def __init__(self, repo: Repository, manifest: Manifest, plugin: str, progress: Progress | None = None,
+                 workers: int = DEFAULT_WORKERS) -> None:
+        self.repo = repo
+        self.manifest = manifest
+        self.plugin = plugin
+        self.backup_id = manifest.id
+        self.created = manifest.finished
+        self._entries = {a.name: a for a in manifest.artifacts_of(plugin)}
+        self.artifacts = [
+            ArtifactInfo(a.plugin, a.name, a.size, a.sha256, a.meta, a.sensitive) for a in self._entries.values()
+        ]
+        self.outcome = manifest.plugins.get(plugin)
+        self._progress = progress or NullProgress()
+        self._workers = workers
+
+    @property
+    def plugin_meta(self) -> dict[str, Any]:
+        return dict(self.outcome.meta) if self.outcome else {}
+
+    @contextlib.contextmanager
+    def open(self, name: str) -> Iterator[ArtifactReader]:
+        entry = self._entries.get(name)
+        if entry is None:
+            raise NotFound(f"backup {self.backup_id} has no artifact {self.plugin}/{name}",
+                           f"`drtool show {self.backup_id}` lists its artifacts")
+        with ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="drtool-read") as pool:
+            reader = ArtifactReader(self.repo, entry, pool)
+            try:
+                yield reader
+            finally:
+                reader.close()
+
+    def progress(self, description: str, total: int | None = None) -> Any:
+        return self._progress.task(f"{self.plugin}: {description}", total)
+
+    def preflight(self) -> None:
+        """Before a restore touches its target: every chunk of this plugin's artifacts is in the store."""
+        ids = {cid for entry in self._entries.values() for cid, _ in entry.chunks}
+        with ThreadPoolExecutor(max_workers=self._workers) as pool:
+            futures = {pool.submit(self.repo.has_chunk, cid): cid for cid in ids}
+            missing = [futures[f] for f in as_completed(futures) if not f.result()]
+        if missing:
+            raise IntegrityError(
+                f"backup {self.backup_id} is missing {len(missing)} chunk(s) of plugin {self.plugin}; nothing was restored",
+                "restore an older backup, and run `drtool check` to see the damage",
+            )

@@ -1,0 +1,186 @@
+"""Writing a backup: artifacts streamed through the chunker into a bounded pool of seal-and-upload workers.
+
+Memory stays bounded by the chunker window plus ``max_inflight`` chunks, whatever the artifact size.
+The manifest is written by ``BackupSession.commit`` only after every chunk upload has finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import socket
+import threading
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from drtool import __version__
+from drtool.errors import DrtoolError, UsageError
+from drtool.progress import NullProgress, Progress
+from drtool.repo.chunker import StreamChunker
+from drtool.repo.manifest import ArtifactEntry, Manifest, PluginOutcome, new_backup_id, utc_now
+from drtool.repo.repository import Repository
+
+DEFAULT_WORKERS = max(4, min(16, 2 * (os.cpu_count() or 2)))
+
+
+class _Upload:
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.ok = False
+
+
+class Stats:
+    """Counters shared by the upload workers."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.values = {"bytes_read": 0, "bytes_stored": 0, "chunks": 0, "chunks_new": 0}
+
+    def add(self, **deltas: int) -> None:
+        with self._lock:
+            for k, v in deltas.items():
+                self.values[k] += v
+
+
+class ArtifactWriter:
+    """The ``ArtifactSink`` a plugin writes to; ``close`` waits for its chunks and yields its entry."""
+
+    def __init__(self, session: BackupSession, plugin: str, name: str, meta: Mapping[str, Any], sensitive: bool):
+        self._session = session
+        self._chunker = StreamChunker(session.repo.config.chunker, session.repo.key.chunker_seed)
+        self._sha = hashlib.sha256()
+        self._futures: list[Future[tuple[str, int]]] = []
+        self._size = 0
+        self.entry_fields = {"plugin": plugin, "name": name, "meta": dict(meta), "sensitive": sensitive}
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        self._sha.update(data)
+        self._size += len(data)
+        for chunk in self._chunker.feed(data):
+            self._futures.append(self._session.submit_chunk(chunk))
+        return len(data)
+
+    def close(self) -> ArtifactEntry:
+        for chunk in self._chunker.finish():
+            self._futures.append(self._session.submit_chunk(chunk))
+        chunks = [f.result() for f in self._futures]
+        return ArtifactEntry(size=self._size, sha256=self._sha.hexdigest(), chunks=chunks, **self.entry_fields)
+
+    def abandon(self) -> None:
+        for f in self._futures:
+            f.cancel()
+        for f in self._futures:
+            with contextlib.suppress(Exception):
+                f.result()
+
+
+class PluginBackupContext:
+    """The ``BackupContext`` one plugin sees during a backup."""
+
+    def __init__(self, session: BackupSession, plugin: str) -> None:
+        self._session = session
+        self.plugin = plugin
+        self.backup_id = session.backup_id
+
+    @contextlib.contextmanager
+    def artifact(self, name: str, *, meta: Mapping[str, Any] | None = None,
+                 sensitive: bool = False) -> Iterator[ArtifactWriter]:
+        if any(a.plugin == self.plugin and a.name == name for a in self._session.artifacts):
+            raise UsageError(f"plugin {self.plugin} wrote artifact {name!r} twice")
+        if not name or name.startswith("/") or ".." in name.split("/"):
+            raise UsageError(f"plugin {self.plugin} used an invalid artifact name {name!r}")
+        writer = ArtifactWriter(self._session, self.plugin, name, meta or {}, sensitive)
+        try:
+            yield writer
+        except BaseException:
+            writer.abandon()
+            raise
+        self._session.artifacts.append(writer.close())
+
+    def progress(self, description: str, total: int | None = None) -> Any:
+        return self._session.progress.task(f"{self.plugin}: {description}", total)
+
+
+class BackupSession:
+    """One backup being written. Use as a context manager; nothing is visible until ``commit``."""
+
+    def __init__(self, repo: Repository, *, backup_set: str | None = None, tags: list[str] | None = None,
+                 workers: int = DEFAULT_WORKERS, progress: Progress | None = None) -> None:
+        self.repo = repo
+        self.backup_id = new_backup_id()
+        self.started = utc_now()
+        self.backup_set = backup_set
+        self.tags = tags or []
+        self.artifacts: list[ArtifactEntry] = []
+        self.outcomes: dict[str, PluginOutcome] = {}
+        self.failure_domain: dict[str, Any] = {}
+        self.stats = Stats()
+        self.progress = progress or NullProgress()
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-chunk")
+        self._slots = threading.BoundedSemaphore(2 * workers)
+        self._seen: dict[str, _Upload] = {}
+        self._seen_lock = threading.Lock()
+
+    def __enter__(self) -> BackupSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def context_for(self, plugin: str) -> PluginBackupContext:
+        return PluginBackupContext(self, plugin)
+
+    def submit_chunk(self, data: bytes) -> Future[tuple[str, int]]:
+        self._slots.acquire()  # bounds memory: at most 2*workers chunks wait in the pool
+        future = self._pool.submit(self._store_chunk, data)
+        future.add_done_callback(lambda _: self._slots.release())
+        return future
+
+    def _store_chunk(self, data: bytes) -> tuple[str, int]:
+        chunk_id = self.repo.key.chunk_id(data)
+        with self._seen_lock:
+            upload = self._seen.get(chunk_id)
+            owner = upload is None
+            if owner:
+                upload = self._seen[chunk_id] = _Upload()
+        assert upload is not None
+        if owner:
+            try:
+                stored = self.repo.put_chunk(chunk_id, data)
+                upload.ok = True
+            finally:
+                upload.done.set()
+        else:
+            # the same chunk is being uploaded by another worker: wait, and only upload if that one failed
+            upload.done.wait()
+            stored = 0 if upload.ok else self.repo.put_chunk(chunk_id, data)
+        self.stats.add(bytes_read=len(data), chunks=1, bytes_stored=stored, chunks_new=int(stored > 0))
+        return chunk_id, len(data)
+
+    def run_plugin(self, plugin: Any, source: Mapping[str, Any]) -> PluginOutcome:
+        """Run one plugin's backup; a DrtoolError marks it failed and drops its artifacts, others go on."""
+        started = utc_now()
+        before = len(self.artifacts)
+        try:
+            meta = dict(plugin.backup(source, self.context_for(plugin.name)) or {})
+            outcome = PluginOutcome(status="ok", started=started, finished=utc_now(), meta=meta)
+            self.failure_domain.update(meta.pop("failure_domain", {}) or {})
+        except DrtoolError as exc:
+            del self.artifacts[before:]
+            outcome = PluginOutcome(status="failed", error=exc.one_line(), started=started, finished=utc_now())
+        self.outcomes[plugin.name] = outcome
+        return outcome
+
+    def commit(self) -> Manifest:
+        """Write the manifest, last: from this moment on the backup exists."""
+        failed = any(o.status == "failed" for o in self.outcomes.values())
+        manifest = Manifest(
+            id=self.backup_id, store_id=self.repo.config.store_id, started=self.started, finished=utc_now(),
+            status="partial" if failed else "complete", hostname=socket.gethostname(),
+            drtool_version=__version__, backup_set=self.backup_set, tags=self.tags, plugins=self.outcomes,
+            artifacts=self.artifacts, failure_domain=self.failure_domain, stats=dict(self.stats.values),
+        )
+        self.repo.put_manifest(manifest)
+        return manifest

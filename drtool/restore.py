@@ -1,0 +1,48 @@
+"""Restoring one plugin's artifacts of a backup into a target, then verifying the target."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from drtool.errors import NotFound, SourceError
+from drtool.plugin.contract import Check, Plugin, RestoreResult
+from drtool.progress import Progress
+from drtool.repo.repository import Repository
+
+
+@dataclasses.dataclass
+class RestoreOutcome:
+    backup_id: str
+    plugin: str
+    result: RestoreResult
+    checks: list[Check]
+
+    @property
+    def verified(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+
+def run_restore(
+    repo: Repository,
+    backup_ref: str,
+    plugin: Plugin,
+    target: Mapping[str, Any],
+    *,
+    options: Mapping[str, Any] | None = None,
+    verify: bool = True,
+    progress: Progress | None = None,
+) -> RestoreOutcome:
+    ctx = repo.restore_context(backup_ref, plugin.name, progress=progress)
+    if not ctx.artifacts:
+        outcome = ctx.outcome
+        if outcome is not None and outcome.status == "failed":
+            raise SourceError(f"plugin {plugin.name} failed in backup {ctx.backup_id}: {outcome.error}",
+                              "restore an earlier backup where it succeeded")
+        raise NotFound(f"backup {ctx.backup_id} holds nothing from plugin {plugin.name}",
+                       f"`drtool show {ctx.backup_id}` lists what it holds")
+    ctx.preflight()
+    result = plugin.restore(ctx, target, options or {})
+    checks = plugin.verify(ctx, target) if verify else []
+    return RestoreOutcome(ctx.backup_id, plugin.name, result, checks)

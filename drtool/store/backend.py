@@ -1,0 +1,57 @@
+"""The backend contract every store location implements (local directory, S3).
+
+A backend stores immutable named objects. It knows nothing of encryption, chunks or manifests.
+Contract (tested by one conformance suite over every backend, tests/test_backend_conformance.py):
+- ``put`` is atomic and durable: after it returns the whole object is readable, before it nothing is.
+  With ``exclusive=True`` it raises ObjectExists instead of replacing an existing object.
+- ``get`` raises NotFound for a missing object, StoreUnavailable when the location cannot be reached.
+- ``list`` yields the names under a prefix, in no promised order.
+- ``delete`` of a missing object is not an error (idempotent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol, runtime_checkable
+from urllib.parse import urlparse
+
+from drtool.errors import UsageError
+
+
+@runtime_checkable
+class Backend(Protocol):
+    url: str
+
+    def create(self) -> None:
+        """Make the location ready for a new store (a directory is created; a bucket must already exist)."""
+        ...
+
+    def put(self, name: str, data: bytes, *, exclusive: bool = False) -> None: ...
+
+    def get(self, name: str) -> bytes: ...
+
+    def exists(self, name: str) -> bool: ...
+
+    def size(self, name: str) -> int: ...
+
+    def list(self, prefix: str = "") -> Iterator[str]: ...
+
+    def delete(self, name: str) -> None: ...
+
+    def endpoint(self) -> str:
+        """The network address the backend talks to ("" for a local path), for the independence report."""
+        ...
+
+
+def open_backend(url: str) -> Backend:
+    """Open the backend a store URL names: a path or file:// URL, or s3://bucket[/prefix]."""
+    parsed = urlparse(url)
+    if parsed.scheme in ("", "file"):
+        from drtool.store.local import LocalBackend
+
+        return LocalBackend(parsed.path if parsed.scheme == "file" else url)
+    if parsed.scheme == "s3":
+        from drtool.store.s3 import S3Backend
+
+        return S3Backend(url)
+    raise UsageError(f"unsupported store URL {url!r}", "use a local path, file:///path or s3://bucket/prefix")

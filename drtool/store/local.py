@@ -1,0 +1,121 @@
+"""A store in a local directory (or a mounted filesystem: NFS, a removable disk)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+from drtool.errors import NotFound, ObjectExists, StoreUnavailable
+
+_TMP = ".tmp"
+
+
+class LocalBackend:
+    """Objects are files; writes go to ``.tmp/`` then are linked into place, so readers never see half a file."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).expanduser().resolve()
+        self.url = str(self.root)
+
+    def endpoint(self) -> str:
+        return ""
+
+    def create(self) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._io_error("create", "the store directory", exc) from exc
+
+    def _path(self, name: str) -> Path:
+        if name.startswith("/") or ".." in name.split("/"):
+            raise ValueError(f"invalid object name {name!r}")
+        return self.root / name
+
+    def _io_error(self, action: str, name: str, exc: OSError) -> StoreUnavailable:
+        hint = "free space on the store's filesystem" if exc.errno == errno.ENOSPC else "check the store path"
+        return StoreUnavailable(f"cannot {action} {name} in store {self.url}: {exc.strerror}", hint)
+
+    def put(self, name: str, data: bytes, *, exclusive: bool = False) -> None:
+        path = self._path(name)
+        tmp_dir = self.root / _TMP
+        tmp = tmp_dir / f"{secrets.token_hex(8)}"
+        try:
+            if not self.root.is_dir():
+                raise StoreUnavailable(f"store directory {self.url} does not exist", "run `drtool init` first")
+            tmp_dir.mkdir(exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if exclusive:
+                try:
+                    os.link(tmp, path)  # atomic create-if-absent
+                except FileExistsError:
+                    raise ObjectExists(f"{name} already exists in store {self.url}") from None
+                os.unlink(tmp)
+            else:
+                os.replace(tmp, path)
+            _fsync_dir(path.parent)
+        except OSError as exc:
+            _unlink_quietly(tmp)
+            raise self._io_error("write", name, exc) from exc
+        except BaseException:
+            _unlink_quietly(tmp)
+            raise
+
+    def get(self, name: str) -> bytes:
+        try:
+            return self._path(name).read_bytes()
+        except FileNotFoundError:
+            raise NotFound(f"{name} not found in store {self.url}") from None
+        except OSError as exc:
+            raise self._io_error("read", name, exc) from exc
+
+    def exists(self, name: str) -> bool:
+        return self._path(name).is_file()
+
+    def size(self, name: str) -> int:
+        try:
+            return self._path(name).stat().st_size
+        except FileNotFoundError:
+            raise NotFound(f"{name} not found in store {self.url}") from None
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        base = self._path(prefix.rstrip("/")) if prefix else self.root
+        start = base if base.is_dir() else base.parent
+        if not start.is_dir():
+            return
+        for dirpath, dirnames, filenames in os.walk(start):
+            dirnames[:] = [d for d in dirnames if d != _TMP]
+            rel_dir = os.path.relpath(dirpath, self.root)
+            for fn in filenames:
+                rel = fn if rel_dir == "." else f"{rel_dir}/{fn}"
+                if rel.startswith(prefix):
+                    yield rel
+
+    def delete(self, name: str) -> None:
+        _unlink_quietly(self._path(name))
+
+    def leftover_temp_files(self) -> list[str]:
+        """Temp files left by a writer that was killed; safe to delete when no writer runs."""
+        tmp_dir = self.root / _TMP
+        return sorted(p.name for p in tmp_dir.iterdir()) if tmp_dir.is_dir() else []
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

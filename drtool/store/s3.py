@@ -1,0 +1,257 @@
+"""A store in an S3 bucket (AWS S3, MinIO, Ceph RGW, ...), under an optional key prefix: ``s3://bucket/prefix``.
+
+Settings follow boto3's own conventions (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_PROFILE, ~/.aws/config ...),
+so an operator configures drtool like any other AWS tool. What drtool fixes itself is what a backup tool
+must get right whatever the environment says: path-style addressing (works with every S3 implementation),
+short bounded retries and timeouts (a store that is down must fail a backup within seconds with one clear
+line, not hang for minutes), and write-once objects through conditional writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    HTTPClientError,
+    NoCredentialsError,
+    PartialCredentialsError,
+    ProfileNotFound,
+)
+from botocore.exceptions import ConnectionError as BotoConnectionError
+
+from drtool.errors import DrtoolError, NotFound, ObjectExists, StoreUnavailable, UsageError
+
+if TYPE_CHECKING:
+    from botocore.client import BaseClient
+
+_AUTH_CODES = frozenset({
+    "AccessDenied", "AllAccessDisabled", "ExpiredToken", "InvalidAccessKeyId", "InvalidToken",
+    "SignatureDoesNotMatch", "TokenRefreshRequired",
+})
+_CREDENTIALS_HINT = "check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE and the bucket policy"
+_NETWORK_HINT = "check that the S3 endpoint is up and that AWS_ENDPOINT_URL names it"
+
+
+class S3Backend:
+    """Objects are S3 objects under ``prefix/``; one client per backend, shared by all threads.
+
+    boto3 clients are thread-safe but sessions are not, so the session is used once, here, to build the
+    client; parallel chunk uploads then share its connection pool.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        connect_timeout: float = 3.0,
+        read_timeout: float = 15.0,
+        max_attempts: int = 3,
+        max_connections: int = 32,
+    ) -> None:
+        self.bucket, self.prefix = _parse_url(url)
+        self.url = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
+        self._root = f"{self.prefix}/" if self.prefix else ""
+        # worst case for a silent endpoint: max_attempts * connect_timeout plus a few seconds of backoff
+        config = Config(
+            s3={"addressing_style": "path"},
+            retries={"mode": "standard", "total_max_attempts": max_attempts},
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            max_pool_connections=max_connections,
+        )
+        try:
+            self._client: BaseClient = boto3.session.Session().client("s3", config=config)
+        except ProfileNotFound as exc:
+            raise StoreUnavailable(f"cannot open store {self.url}: {exc}", _CREDENTIALS_HINT) from exc
+        self._bucket_seen = False  # set once any call proved the bucket exists
+
+    def endpoint(self) -> str:
+        return self._client.meta.endpoint_url
+
+    # -- the Backend contract -------------------------------------------------------------------------
+
+    def put(self, name: str, data: bytes, *, exclusive: bool = False) -> None:
+        """Write ``data``; with ``exclusive`` a conditional write (If-None-Match: *) makes S3 refuse to replace."""
+        key = self._key(name)
+        condition = {"IfNoneMatch": "*"} if exclusive else {}
+        with self._calling("write", name):
+            try:
+                self._client.put_object(Bucket=self.bucket, Key=key, Body=data, **condition)
+            except ClientError as exc:
+                if not (exclusive and _status(exc) in (409, 412)):
+                    raise
+                # a retried write can be refused because our own first attempt landed: that is success
+                if _retry_attempts(exc) and self._holds(key, data):
+                    return
+                raise ObjectExists(f"{name} already exists in store {self.url}") from None
+        self._bucket_seen = True
+
+    def get(self, name: str) -> bytes:
+        key = self._key(name)
+        with self._calling("read", name):
+            data = self._client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        self._bucket_seen = True
+        return data
+
+    def exists(self, name: str) -> bool:
+        return self._head(name) is not None
+
+    def size(self, name: str) -> int:
+        head = self._head(name)
+        if head is None:
+            raise NotFound(f"{name} not found in store {self.url}")
+        return int(head["ContentLength"])
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        """Names under ``prefix`` (a plain string prefix); pages through any number of objects."""
+        full = self._root + (self._check_name(prefix) if prefix else "")
+        pages = self._client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=full)
+        with self._calling("list", f"{prefix or 'objects'}*"):
+            for page in pages:
+                self._bucket_seen = True
+                for obj in page.get("Contents", ()):
+                    key: str = obj["Key"]
+                    if not key.endswith("/"):  # folder markers made by S3 consoles are not objects
+                        yield key[len(self._root):]
+
+    def delete(self, name: str) -> None:
+        """Delete ``name``; S3 answers a delete of a missing key with success, which keeps this idempotent."""
+        key = self._key(name)
+        with self._calling("delete", name):
+            self._client.delete_object(Bucket=self.bucket, Key=key)
+
+    # -- beyond the contract --------------------------------------------------------------------------
+
+    def object_lock_enabled(self) -> bool:
+        """Whether the bucket has S3 Object Lock (it can only be turned on when the bucket is created)."""
+        with self._calling("read the Object Lock configuration of", "the bucket"):
+            try:
+                config = self._client.get_object_lock_configuration(Bucket=self.bucket)
+            except ClientError as exc:
+                if _code(exc) == "ObjectLockConfigurationNotFoundError":
+                    return False
+                raise
+        return config.get("ObjectLockConfiguration", {}).get("ObjectLockEnabled") == "Enabled"
+
+    # -- helpers --------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_name(name: str) -> str:
+        """Same rule as the local backend, so a store can be copied between the two unchanged."""
+        if not name or name.startswith("/") or ".." in name.split("/"):
+            raise ValueError(f"invalid object name {name!r}")
+        return name
+
+    def _key(self, name: str) -> str:
+        return self._root + self._check_name(name)
+
+    def _head(self, name: str) -> dict[str, Any] | None:
+        """HEAD the object; None if missing. A HEAD 404 carries no error code, so the bucket is checked once."""
+        key = self._key(name)
+        with self._calling("read", name):
+            try:
+                head = self._client.head_object(Bucket=self.bucket, Key=key)
+            except ClientError as exc:
+                if _status(exc) != 404:
+                    raise
+                self._require_bucket()
+                return None
+        self._bucket_seen = True
+        return head
+
+    def _require_bucket(self) -> None:
+        if self._bucket_seen:
+            return
+        try:
+            self._client.head_bucket(Bucket=self.bucket)
+        except ClientError as exc:
+            if _status(exc) == 404:
+                raise self._no_bucket() from None
+            raise
+        self._bucket_seen = True
+
+    def _holds(self, key: str, data: bytes) -> bool:
+        try:
+            return self._client.get_object(Bucket=self.bucket, Key=key)["Body"].read() == data
+        except ClientError:
+            return False
+
+    def _no_bucket(self) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"bucket {self.bucket} does not exist at {self.endpoint()} (store {self.url})",
+            f"create it first (e.g. `aws s3 mb s3://{self.bucket}`), or fix the bucket name in the store URL",
+        )
+
+    @contextmanager
+    def _calling(self, action: str, name: str) -> Iterator[None]:
+        """Turn botocore's exceptions into drtool's typed one-line errors."""
+        try:
+            yield
+        except ClientError as exc:
+            raise self._client_error(exc, action, name) from exc
+        except BotoCoreError as exc:
+            raise self._transport_error(exc, action, name) from exc
+
+    def _client_error(self, exc: ClientError, action: str, name: str) -> DrtoolError:
+        code = _code(exc)
+        if code in ("NoSuchKey", "404"):
+            return NotFound(f"{name} not found in store {self.url}")
+        if code == "NoSuchBucket":
+            return self._no_bucket()
+        if code in _AUTH_CODES or _status(exc) == 403:
+            return StoreUnavailable(
+                f"access to store {self.url} at {self.endpoint()} denied ({code}) trying to {action} {name}",
+                _CREDENTIALS_HINT,
+            )
+        message = " ".join(str(exc.response.get("Error", {}).get("Message", "")).split())
+        return StoreUnavailable(f"cannot {action} {name} in store {self.url} at {self.endpoint()}: {code} {message}",
+                                "the S3 server refused the request; retry later or check its logs")
+
+    def _transport_error(self, exc: BotoCoreError, action: str, name: str) -> DrtoolError:
+        if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+            return StoreUnavailable(f"no usable credentials for store {self.url}: {exc}", _CREDENTIALS_HINT)
+        if isinstance(exc, BotoConnectionError | HTTPClientError):
+            return StoreUnavailable(f"cannot reach store {self.url} at {self.endpoint()}: {_reason(exc)}",
+                                    _NETWORK_HINT)
+        return StoreUnavailable(f"cannot {action} {name} in store {self.url} at {self.endpoint()}: {exc}")
+
+
+def _parse_url(url: str) -> tuple[str, str]:
+    parsed = urlparse(url)
+    if parsed.scheme != "s3" or not parsed.netloc:
+        raise UsageError(f"invalid S3 store URL {url!r}", "use s3://bucket or s3://bucket/prefix")
+    return parsed.netloc, parsed.path.strip("/")
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _status(exc: ClientError) -> int:
+    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+
+
+def _retry_attempts(exc: ClientError) -> int:
+    return int(exc.response.get("ResponseMetadata", {}).get("RetryAttempts", 0))
+
+
+def _reason(exc: BaseException) -> str:
+    """The root cause of a network failure in a few words ("Connection refused"), not urllib3's repr soup."""
+    pending: list[BaseException | None] = [exc]
+    seen: set[int] = set()
+    while pending:
+        cause = pending.pop()
+        if cause is None or id(cause) in seen:
+            continue
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror
+        pending += [getattr(cause, "kwargs", {}).get("error"), cause.__cause__, cause.__context__]
+    return " ".join(str(exc).split())

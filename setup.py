@@ -1,0 +1,9 @@
+"""Maps the ``plugins/`` folder to the ``drtool_plugins`` import name (DESIGN §1)."""
+
+from setuptools import find_packages, setup
+
+plugin_packages = ["drtool_plugins"] + [f"drtool_plugins.{p}" for p in find_packages("plugins")]
+setup(
+    packages=find_packages(include=["drtool", "drtool.*"]) + plugin_packages,
+    package_dir={"drtool_plugins": "plugins"},
+)
