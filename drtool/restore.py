@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from drtool.errors import NotFound, SourceError
-from drtool.plugin.contract import Check, Plugin, RestoreResult
+from drtool.plugin.contract import Check, Dependency, Plugin, RestoreResult
 from drtool.progress import Progress
 from drtool.repo.repository import Repository
 
@@ -22,6 +22,20 @@ class RestoreOutcome:
     @property
     def verified(self) -> bool:
         return all(c.ok for c in self.checks)
+
+
+def restore_dependencies(repo: Repository, plugin: Plugin, backup_ref: str,
+                         target: Mapping[str, Any]) -> list[Dependency]:
+    """Everything a restore needs: the store and the key slot that opened it, then the plugin's own."""
+    ctx = repo.restore_context(backup_ref, plugin.name)
+    backend = repo.backend
+    core = [Dependency("endpoint", backend.endpoint() or backend.url, "drtool store the artifacts are read from",
+                       f"store {backend.url}")]
+    slot = repo.unlocked_with
+    if slot is not None:
+        core.append(Dependency("credential", f"key slot {slot.id} ({slot.kind})", "unlocks the store's master key",
+                               f"slot label {slot.label!r}"))
+    return core + list(plugin.dependencies(ctx, target))
 
 
 def run_restore(

@@ -7,11 +7,13 @@ with one clear line instead of a botocore traceback.
 
 from __future__ import annotations
 
+import http.server
 import os
+import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -102,10 +104,7 @@ def test_list_by_folder_prefix(backend: Backend) -> None:
     assert list(backend.list("zz/")) == []
 
 
-def test_list_by_string_prefix_spans_folders(backend: Backend, request: pytest.FixtureRequest) -> None:
-    if not isinstance(backend, S3Backend):
-        request.applymarker(pytest.mark.xfail(
-            strict=True, reason="LocalBackend.list('a') walks only folder a/ when it exists, missing 'ab'"))
+def test_list_by_string_prefix_spans_folders(backend: Backend) -> None:
     _put_many(backend, ["a/1", "a/2", "ab", "abc/x", "b/1"])
     assert sorted(backend.list("a")) == ["a/1", "a/2", "ab", "abc/x"]
 
@@ -188,6 +187,57 @@ def test_s3_unreachable_endpoint_fails_fast_with_one_line(
     _assert_one_line(caught.value)
 
 
+@pytest.fixture
+def silent_endpoint(dead_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A loopback port that accepts connections and never answers (a hung server)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        endpoint = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+        yield endpoint
+
+
+def test_s3_hung_endpoint_times_out_with_one_line(silent_endpoint: str) -> None:
+    backend = S3Backend("s3://bucket/prefix", read_timeout=0.5, max_attempts=2)
+    with pytest.raises(StoreUnavailable) as caught:
+        backend.get("x")
+    assert caught.value.message == (
+        f"cannot reach store s3://bucket/prefix at {silent_endpoint}: no response within 0.5s (2 attempts)")
+    _assert_one_line(caught.value)
+
+
+@pytest.fixture
+def not_s3_endpoint(dead_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A real web server that answers every request with an empty 404, as a mistyped endpoint might."""
+
+    class NotFoundHandler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_HEAD = do_PUT = do_GET
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFoundHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    try:
+        yield endpoint
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_s3_endpoint_that_is_not_s3_is_not_mistaken_for_an_empty_store(not_s3_endpoint: str) -> None:
+    with pytest.raises(StoreUnavailable) as caught:
+        S3Backend("s3://bucket/prefix").get("x")
+    assert "bare HTTP 404" in caught.value.message
+    _assert_one_line(caught.value)
+
+
 @pytest.mark.minio
 @pytest.mark.parametrize(
     "operation",
@@ -246,7 +296,10 @@ def test_s3_reports_its_endpoint_and_object_lock(minio: MinioServer, minio_env: 
     minio.create_bucket(locked, object_lock=True)
     assert S3Backend(f"s3://{plain}").endpoint() == minio.api_url
     assert not S3Backend(f"s3://{plain}").object_lock_enabled()
-    assert S3Backend(f"s3://{locked}/p").object_lock_enabled()
+    locked_store = S3Backend(f"s3://{locked}/p")
+    assert locked_store.object_lock_enabled()
+    locked_store.put("chunk", b"immutable", exclusive=True)  # Object Lock buckets demand a checksum on writes
+    assert locked_store.get("chunk") == b"immutable"
 
 
 @pytest.mark.minio

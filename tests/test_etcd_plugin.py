@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from drtool_plugins.etcd import EtcdPlugin
+from drtool_plugins.etcd.restore import MARKER_SUFFIX, SCRATCH_PREFIX, bump_supported
+from drtool_plugins.etcd.snapshot import SnapshotDigest
 
 from drtool.errors import IntegrityError, SourceError, UsageError
 from drtool.lab import process
 from drtool.lab.components.etcd import EtcdServer, etcd_binary
+from drtool.lab.etcd_seed import gateway, settings_of
 from drtool.plugin.contract import Plugin
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
-from drtool_plugins.etcd import EtcdPlugin
-from drtool_plugins.etcd.restore import MARKER_SUFFIX, SCRATCH_PREFIX, bump_supported
-from drtool_plugins.etcd.snapshot import SnapshotDigest
-from tests.fixtures.etcd import CorruptingProxy, etcdctl_dump, gateway, settings_of
+from drtool.restore import restore_dependencies
+from tests.fixtures.etcd import CorruptingProxy, etcdctl_dump
 
 plugin = EtcdPlugin()
 
@@ -216,14 +220,16 @@ def test_verify_notices_a_target_that_differs(
 def test_dependencies_name_the_store_the_new_member_and_nothing_of_the_old_cluster(
     etcd_source: EtcdServer, repo: Repository, tmp_path: Path
 ) -> None:
-    ctx = repo.restore_context(backup(repo, settings_of(etcd_source)).id, "etcd")
+    backup_id = backup(repo, settings_of(etcd_source)).id
+    ctx = repo.restore_context(backup_id, "etcd")
     target = {"data_dir": str(tmp_path / "d"), "peer_url": "http://10.1.2.3:2380",
               "client_url": "http://10.1.2.3:2379"}
-    deps = plugin.dependencies(ctx, target)
+    deps = restore_dependencies(repo, plugin, backup_id, target)
     addresses = {(d.kind, d.address) for d in deps}
     assert ("reference", "http://10.1.2.3:2380") in addresses
     assert ("endpoint", "http://10.1.2.3:2379") in addresses
-    assert ("endpoint", repo.backend.url) in addresses
+    assert ("endpoint", repo.backend.url) in addresses  # added by the core for every plugin
+    assert any(d.kind == "credential" and "passphrase" in d.address for d in deps)
     assert not any(etcd_source.client_url in d.address for d in deps)
     with_source = plugin.dependencies(ctx, {**target, "compare_with": settings_of(etcd_source)})
     assert any(d.address == etcd_source.client_url and "optional" in d.purpose for d in with_source)
@@ -291,15 +297,11 @@ def test_etcd_that_never_answers_times_out(repo: Repository) -> None:
         assert time.monotonic() - started < 5
 
 
-class socket_that_never_answers:  # noqa: N801 - reads as a phrase in `with`
-    def __enter__(self) -> int:
-        import socket
-
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        return self.sock.getsockname()[1]
-
-    def __exit__(self, *exc: object) -> None:
-        self.sock.close()
+@contextlib.contextmanager
+def socket_that_never_answers() -> Iterator[int]:
+    """A port that accepts connections (the kernel's backlog) but never replies: a hung etcd."""
+    with socket.create_server(("127.0.0.1", 0)) as sock:
+        yield sock.getsockname()[1]
 
 
 def test_corrupted_snapshot_stream_is_an_integrity_error(
@@ -343,3 +345,25 @@ def test_snapshot_digest_holds_back_the_trailer_at_any_split(split: int) -> None
     broken.update(stream[:-1] + bytes([stream[-1] ^ 1]))
     with pytest.raises(IntegrityError):
         broken.verify("test")
+
+
+def test_lab_pki_issues_private_keys_and_usable_certs(tmp_path: Path) -> None:
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    from drtool.lab import pki
+
+    ca = pki.make_ca(tmp_path / "pki", "test CA")
+    assert pki.make_ca(tmp_path / "pki", "ignored").cert.read_bytes() == ca.cert.read_bytes()  # reused
+    server = pki.issue(ca, tmp_path, "server", "srv", server=True)
+    client = pki.issue(ca, tmp_path, "client", "me", client=True, server=False, organizations=["system:masters"])
+    for files in (ca, server, client):
+        assert files.key.stat().st_mode & 0o777 == 0o600
+    cert = x509.load_pem_x509_certificate(server.cert.read_bytes())
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    assert sans.get_values_for_type(x509.DNSName) == ["localhost"]
+    usage = x509.load_pem_x509_certificate(client.cert.read_bytes()).extensions.get_extension_for_class(
+        x509.ExtendedKeyUsage).value
+    assert list(usage) == [ExtendedKeyUsageOID.CLIENT_AUTH]
+    cert.verify_directly_issued_by(x509.load_pem_x509_certificate(ca.cert.read_bytes()))

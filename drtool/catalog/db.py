@@ -35,6 +35,10 @@ class Catalog:
             raise UsageError(f"cannot open catalog {self._safe_url()}: {exc.orig}",
                              "check DRTOOL_CATALOG; the catalog is a cache and can be rebuilt") from None
 
+    def close(self) -> None:
+        """Release pooled connections (a server may go away before the garbage collector runs)."""
+        self.engine.dispose()
+
     def _safe_url(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
 

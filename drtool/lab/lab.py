@@ -52,6 +52,7 @@ class Lab:
         self.root.mkdir(parents=True, exist_ok=True)
         state = {"name": self.name, "components": {n: c.to_state() for n, c in self.components.items()}}
         tmp = self.state_file.with_suffix(".tmp")
+        tmp.touch(mode=0o600)  # holds lab-only server credentials (MinIO)
         tmp.write_text(json.dumps(state, indent=2))
         os.replace(tmp, self.state_file)
 
@@ -76,7 +77,10 @@ class Lab:
 
     def down(self, *, purge: bool = True) -> None:
         for component in self.components.values():
-            component.stop()
+            if purge:
+                component.purge()
+            else:
+                component.stop()
         if purge:
             shutil.rmtree(self.root, ignore_errors=True)
         else:

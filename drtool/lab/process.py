@@ -44,6 +44,7 @@ def spawn(
         pw = pwd.getpwnam(user)
 
         def preexec() -> None:  # drop privileges: PostgreSQL refuses to run as root
+            os.setgroups([])
             os.setgid(pw.pw_gid)
             os.setuid(pw.pw_uid)
 

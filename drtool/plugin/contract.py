@@ -63,8 +63,9 @@ class Check:
 class Dependency:
     """Something a restore needs or a restored object will point at.
 
-    kind: "endpoint" (contacted during restore) or "reference" (carried by restored state).
-    address: host, host:port or URL.
+    kind: "endpoint" (contacted during restore), "reference" (carried by restored state) or
+    "credential" (a key or secret the restore needs).
+    address: host, host:port or URL (for a credential: what holds it).
     """
 
     kind: str
@@ -107,6 +108,7 @@ class RestoreContext(Protocol):
     backup_id: str
     created: str
     artifacts: list[ArtifactInfo]
+    plugin_meta: Mapping[str, Any]  # what this plugin's backup() returned for this backup
 
     def open(self, name: str) -> AbstractContextManager[ArtifactSource]:
         """Open one of this plugin's artifacts for verified streaming reads."""

@@ -25,7 +25,7 @@ def utc_now() -> str:
 
 
 class ArtifactEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")  # newer optional fields are skipped by older readers
     plugin: str
     name: str
     size: int
@@ -36,7 +36,7 @@ class ArtifactEntry(BaseModel):
 
 
 class PluginOutcome(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")  # newer optional fields are skipped by older readers
     status: Literal["ok", "failed"]
     error: str | None = None
     started: str
@@ -45,7 +45,7 @@ class PluginOutcome(BaseModel):
 
 
 class Manifest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")  # newer optional fields are skipped by older readers
     version: int = MANIFEST_VERSION
     id: str
     store_id: str

@@ -25,6 +25,18 @@ from drtool.repo.repository import Repository
 DEFAULT_WORKERS = max(4, min(16, 2 * (os.cpu_count() or 2)))
 
 
+def merge_facts(into: dict[str, Any], new: Mapping[str, Any]) -> None:
+    """Merge one plugin's failure-domain facts: lists are unioned, mappings merged, so plugins add up."""
+    for key, value in new.items():
+        old = into.get(key)
+        if isinstance(old, list) and isinstance(value, list):
+            into[key] = old + [v for v in value if v not in old]
+        elif isinstance(old, dict) and isinstance(value, Mapping):
+            merge_facts(old, value)
+        else:
+            into[key] = value
+
+
 class _Upload:
     def __init__(self) -> None:
         self.done = threading.Event()
@@ -166,7 +178,7 @@ class BackupSession:
         try:
             meta = dict(plugin.backup(source, self.context_for(plugin.name)) or {})
             outcome = PluginOutcome(status="ok", started=started, finished=utc_now(), meta=meta)
-            self.failure_domain.update(meta.pop("failure_domain", {}) or {})
+            merge_facts(self.failure_domain, meta.pop("failure_domain", None) or {})
         except DrtoolError as exc:
             del self.artifacts[before:]
             outcome = PluginOutcome(status="failed", error=exc.one_line(), started=started, finished=utc_now())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
@@ -85,17 +86,18 @@ class LocalBackend:
             raise NotFound(f"{name} not found in store {self.url}") from None
 
     def list(self, prefix: str = "") -> Iterator[str]:
-        base = self._path(prefix.rstrip("/")) if prefix else self.root
-        start = base if base.is_dir() else base.parent
+        """Names starting with ``prefix`` as a plain string (as on S3): "a" matches "a/1", "ab" and "abc/x"."""
+        folder = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        start = self._path(folder) if folder else self.root
         if not start.is_dir():
             return
         for dirpath, dirnames, filenames in os.walk(start):
-            dirnames[:] = [d for d in dirnames if d != _TMP]
             rel_dir = os.path.relpath(dirpath, self.root)
+            rel_dir = "" if rel_dir == "." else rel_dir + "/"
+            dirnames[:] = [d for d in dirnames if d != _TMP and _may_hold(rel_dir + d + "/", prefix)]
             for fn in filenames:
-                rel = fn if rel_dir == "." else f"{rel_dir}/{fn}"
-                if rel.startswith(prefix):
-                    yield rel
+                if (rel_dir + fn).startswith(prefix):
+                    yield rel_dir + fn
 
     def delete(self, name: str) -> None:
         _unlink_quietly(self._path(name))
@@ -104,6 +106,11 @@ class LocalBackend:
         """Temp files left by a writer that was killed; safe to delete when no writer runs."""
         tmp_dir = self.root / _TMP
         return sorted(p.name for p in tmp_dir.iterdir()) if tmp_dir.is_dir() else []
+
+
+def _may_hold(folder: str, prefix: str) -> bool:
+    """Whether names under ``folder`` (ending in "/") can start with ``prefix``."""
+    return folder.startswith(prefix) or prefix.startswith(folder)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -115,7 +122,5 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _unlink_quietly(path: Path) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        pass

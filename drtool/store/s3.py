@@ -19,10 +19,12 @@ from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
+    ConnectTimeoutError,
     HTTPClientError,
     NoCredentialsError,
     PartialCredentialsError,
     ProfileNotFound,
+    ReadTimeoutError,
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
@@ -51,14 +53,15 @@ class S3Backend:
         url: str,
         *,
         connect_timeout: float = 3.0,
-        read_timeout: float = 15.0,
+        read_timeout: float = 10.0,
         max_attempts: int = 3,
         max_connections: int = 32,
     ) -> None:
         self.bucket, self.prefix = _parse_url(url)
         self.url = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
         self._root = f"{self.prefix}/" if self.prefix else ""
-        # worst case for a silent endpoint: max_attempts * connect_timeout plus a few seconds of backoff
+        # worst case with the defaults: ~12 s for an endpoint that drops packets (3 x 3 s + backoff), ~35 s
+        # for one that accepts connections but never answers (3 x 10 s; 10 MiB puts need a generous read)
         config = Config(
             s3={"addressing_style": "path"},
             retries={"mode": "standard", "total_max_attempts": max_attempts},
@@ -66,11 +69,17 @@ class S3Backend:
             read_timeout=read_timeout,
             max_pool_connections=max_connections,
         )
+        self._timeouts = (connect_timeout, read_timeout, max_attempts)
         try:
             self._client: BaseClient = boto3.session.Session().client("s3", config=config)
         except ProfileNotFound as exc:
             raise StoreUnavailable(f"cannot open store {self.url}: {exc}", _CREDENTIALS_HINT) from exc
         self._bucket_seen = False  # set once any call proved the bucket exists
+
+    def create(self) -> None:
+        """A bucket is made by its owner (with its policy and Object Lock); drtool only checks it exists."""
+        with self._calling("open", "the bucket"):
+            self._require_bucket()
 
     def endpoint(self) -> str:
         return self._client.meta.endpoint_url
@@ -201,8 +210,11 @@ class S3Backend:
 
     def _client_error(self, exc: ClientError, action: str, name: str) -> DrtoolError:
         code = _code(exc)
-        if code in ("NoSuchKey", "404"):
+        if code == "NoSuchKey":
             return NotFound(f"{name} not found in store {self.url}")
+        if code in ("404", "NotFound"):  # a 404 without an S3 error body: some web server, not S3
+            return StoreUnavailable(f"{self.endpoint()} answered a bare HTTP 404 to {action} {name} (store {self.url})",
+                                    "that does not look like an S3 endpoint; check AWS_ENDPOINT_URL")
         if code == "NoSuchBucket":
             return self._no_bucket()
         if code in _AUTH_CODES or _status(exc) == 403:
@@ -218,9 +230,28 @@ class S3Backend:
         if isinstance(exc, NoCredentialsError | PartialCredentialsError):
             return StoreUnavailable(f"no usable credentials for store {self.url}: {exc}", _CREDENTIALS_HINT)
         if isinstance(exc, BotoConnectionError | HTTPClientError):
-            return StoreUnavailable(f"cannot reach store {self.url} at {self.endpoint()}: {_reason(exc)}",
+            return StoreUnavailable(f"cannot reach store {self.url} at {self.endpoint()}: {self._reason(exc)}",
                                     _NETWORK_HINT)
         return StoreUnavailable(f"cannot {action} {name} in store {self.url} at {self.endpoint()}: {exc}")
+
+    def _reason(self, exc: BotoCoreError) -> str:
+        """The cause of a network failure in a few words ("Connection refused"), not urllib3's repr soup."""
+        connect, read, attempts = self._timeouts
+        if isinstance(exc, ConnectTimeoutError):
+            return f"no connection within {connect:g}s ({attempts} attempts)"
+        if isinstance(exc, ReadTimeoutError):
+            return f"no response within {read:g}s ({attempts} attempts)"
+        pending: list[BaseException | None] = [exc]
+        seen: set[int] = set()
+        while pending:
+            cause = pending.pop()
+            if cause is None or id(cause) in seen:
+                continue
+            seen.add(id(cause))
+            if isinstance(cause, OSError) and cause.strerror:
+                return cause.strerror
+            pending += [getattr(cause, "kwargs", {}).get("error"), cause.__cause__, cause.__context__]
+        return " ".join(str(exc).split())
 
 
 def _parse_url(url: str) -> tuple[str, str]:
@@ -240,18 +271,3 @@ def _status(exc: ClientError) -> int:
 
 def _retry_attempts(exc: ClientError) -> int:
     return int(exc.response.get("ResponseMetadata", {}).get("RetryAttempts", 0))
-
-
-def _reason(exc: BaseException) -> str:
-    """The root cause of a network failure in a few words ("Connection refused"), not urllib3's repr soup."""
-    pending: list[BaseException | None] = [exc]
-    seen: set[int] = set()
-    while pending:
-        cause = pending.pop()
-        if cause is None or id(cause) in seen:
-            continue
-        seen.add(id(cause))
-        if isinstance(cause, OSError) and cause.strerror:
-            return cause.strerror
-        pending += [getattr(cause, "kwargs", {}).get("error"), cause.__cause__, cause.__context__]
-    return " ".join(str(exc).split())

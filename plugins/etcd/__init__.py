@@ -61,9 +61,9 @@ class EtcdPlugin:
 
 
 def dependencies(ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
-    """The store the snapshot comes from, the new member (and its advertised peer URL), and the
-    source only when verify is asked to compare with it. The restore itself contacts no old member."""
-    deps = [d for d in [_store_dependency(ctx)] if d]
+    """The new member (and its advertised peer URL), and the source only when verify is asked to compare
+    with it. The restore itself contacts no old member; the store is added by the core."""
+    deps: list[Dependency] = []
     spec = _restore.RestoreSpec.parse(target, {})
     marker = _restore.read_marker(spec.marker_path) or {}
     lab_url = "http://127.0.0.1" if spec.start else None  # the port is chosen when the restore runs
@@ -86,11 +86,3 @@ def _as_list(value: Any) -> list[str]:
         return []
     return [v.strip() for v in value.split(",")] if isinstance(value, str) else [str(v) for v in value]
 
-
-def _store_dependency(ctx: RestoreContext) -> Dependency | None:
-    """The store's network address, when the core's context exposes its backend (local stores have none)."""
-    backend = getattr(getattr(ctx, "repo", None), "backend", None)
-    if backend is None:
-        return None
-    address = backend.endpoint() or backend.url
-    return Dependency("endpoint", address, "drtool store the snapshot is streamed from", f"store {backend.url}")

