@@ -36,7 +36,9 @@ class Settings:
 
     def require_store(self) -> str:
         if not self.store:
-            raise UsageError("no store configured", "pass --store URL, set DRTOOL_STORE, or run `drtool init --store URL`")
+            raise UsageError(
+                "no store configured", "pass --store URL, set DRTOOL_STORE, or run `drtool init --store URL`"
+            )
         return self.store
 
     def save_store(self, url: str) -> None:
@@ -58,8 +60,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise UsageError(f"config file {path} must be a mapping", "see docs/configuration.md")
     unknown = set(data) - _ALLOWED_KEYS
     if unknown:
-        raise UsageError(f"config file {path} has unknown key(s): {', '.join(sorted(unknown))}",
-                         f"allowed: {', '.join(sorted(_ALLOWED_KEYS))}")
+        raise UsageError(
+            f"config file {path} has unknown key(s): {', '.join(sorted(unknown))}",
+            f"allowed: {', '.join(sorted(_ALLOWED_KEYS))}",
+        )
     return data
 
 
@@ -115,6 +119,8 @@ def credentials_from_env() -> Credentials:
     passphrase = None if (keyfile or shares) else passphrase_from_env()
     creds = Credentials(passphrase=passphrase, keyfile_secret=keyfile, shares=shares)
     if not (creds.passphrase or creds.keyfile_secret or creds.shares):
-        raise UsageError("no key given to open the store",
-                         "set DRTOOL_PASSPHRASE, DRTOOL_PASSPHRASE_FILE, DRTOOL_KEYFILE or DRTOOL_RECOVERY_SHARES_FILE")
+        raise UsageError(
+            "no key given to open the store",
+            "set DRTOOL_PASSPHRASE, DRTOOL_PASSPHRASE_FILE, DRTOOL_KEYFILE or DRTOOL_RECOVERY_SHARES_FILE",
+        )
     return creds

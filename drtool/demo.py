@@ -74,8 +74,13 @@ def _fresh_workdir(workdir: Path) -> None:
     workdir.mkdir(parents=True)
 
 
-def run_demo(workdir: Path = DEFAULT_WORKDIR, keys: int = 20_000, keep: bool = False,
-             echo: Callable[[str], None] = print, progress: Progress | None = None) -> DemoReport:
+def run_demo(
+    workdir: Path = DEFAULT_WORKDIR,
+    keys: int = 20_000,
+    keep: bool = False,
+    echo: Callable[[str], None] = print,
+    progress: Progress | None = None,
+) -> DemoReport:
     _fresh_workdir(workdir)
     report = DemoReport(workdir)
     timer = _Timer(report, echo)
@@ -109,8 +114,13 @@ def run_demo(workdir: Path = DEFAULT_WORKDIR, keys: int = 20_000, keep: bool = F
             again = run_backup(repo, [etcd], {"etcd": source}, catalog=catalog, progress=progress)
             report.facts["second_stored_bytes"] = again.stats["bytes_stored"]
             d.append(f"{again.stats['chunks_new']} new of {again.stats['chunks']} chunks")
-        target = {"data_dir": str(workdir / "restored" / "data"), "name": "etcd-recovered", "start": True,
-                  "lab_dir": str(workdir / "restored"), "compare_with": source}
+        target = {
+            "data_dir": str(workdir / "restored" / "data"),
+            "name": "etcd-recovered",
+            "start": True,
+            "lab_dir": str(workdir / "restored"),
+            "compare_with": source,
+        }
         with timer.step("restore into a NEW etcd and verify against the source") as d:
             outcome = run_restore(repo, manifest.id, etcd, target, progress=progress or NullProgress())
             restored = dict(outcome.result.details)

@@ -24,17 +24,30 @@ class RestoreOutcome:
         return all(c.ok for c in self.checks)
 
 
-def restore_dependencies(repo: Repository, plugin: Plugin, backup_ref: str,
-                         target: Mapping[str, Any]) -> list[Dependency]:
+def restore_dependencies(
+    repo: Repository, plugin: Plugin, backup_ref: str, target: Mapping[str, Any]
+) -> list[Dependency]:
     """Everything a restore needs: the store and the key slot that opened it, then the plugin's own."""
     ctx = repo.restore_context(backup_ref, plugin.name)
     backend = repo.backend
-    core = [Dependency("endpoint", backend.endpoint() or backend.url, "drtool store the artifacts are read from",
-                       f"store {backend.url}")]
+    core = [
+        Dependency(
+            "endpoint",
+            backend.endpoint() or backend.url,
+            "drtool store the artifacts are read from",
+            f"store {backend.url}",
+        )
+    ]
     slot = repo.unlocked_with
     if slot is not None:
-        core.append(Dependency("credential", f"key slot {slot.id} ({slot.kind})", "unlocks the store's master key",
-                               f"slot label {slot.label!r}"))
+        core.append(
+            Dependency(
+                "credential",
+                f"key slot {slot.id} ({slot.kind})",
+                "unlocks the store's master key",
+                f"slot label {slot.label!r}",
+            )
+        )
     return core + list(plugin.dependencies(ctx, target))
 
 
@@ -52,10 +65,14 @@ def run_restore(
     if not ctx.artifacts:
         outcome = ctx.outcome
         if outcome is not None and outcome.status == "failed":
-            raise SourceError(f"plugin {plugin.name} failed in backup {ctx.backup_id}: {outcome.error}",
-                              "restore an earlier backup where it succeeded")
-        raise NotFound(f"backup {ctx.backup_id} holds nothing from plugin {plugin.name}",
-                       f"`drtool show {ctx.backup_id}` lists what it holds")
+            raise SourceError(
+                f"plugin {plugin.name} failed in backup {ctx.backup_id}: {outcome.error}",
+                "restore an earlier backup where it succeeded",
+            )
+        raise NotFound(
+            f"backup {ctx.backup_id} holds nothing from plugin {plugin.name}",
+            f"`drtool show {ctx.backup_id}` lists what it holds",
+        )
     ctx.preflight()
     result = plugin.restore(ctx, target, options or {})
     checks = plugin.verify(ctx, target) if verify else []

@@ -162,8 +162,12 @@ def _assert_one_line(exc: StoreUnavailable) -> None:
 def dead_endpoint(monkeypatch: pytest.MonkeyPatch) -> str:
     """AWS_* settings naming a loopback port nothing listens on."""
     endpoint = f"http://127.0.0.1:{process.free_port()}"
-    for name, value in {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "lab", "AWS_SECRET_ACCESS_KEY": "lab-secret",
-                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    for name, value in {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "lab",
+        "AWS_SECRET_ACCESS_KEY": "lab-secret",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     return endpoint
@@ -171,8 +175,12 @@ def dead_endpoint(monkeypatch: pytest.MonkeyPatch) -> str:
 
 @pytest.mark.parametrize(
     "operation",
-    [lambda b: b.get("x"), lambda b: b.put("x", b"1", exclusive=True), lambda b: list(b.list()),
-     lambda b: b.exists("x")],
+    [
+        lambda b: b.get("x"),
+        lambda b: b.put("x", b"1", exclusive=True),
+        lambda b: list(b.list()),
+        lambda b: b.exists("x"),
+    ],
     ids=["get", "put", "list", "exists"],
 )
 def test_s3_unreachable_endpoint_fails_fast_with_one_line(
@@ -201,7 +209,8 @@ def test_s3_hung_endpoint_times_out_with_one_line(silent_endpoint: str) -> None:
     with pytest.raises(StoreUnavailable) as caught:
         backend.get("x")
     assert caught.value.message == (
-        f"cannot reach store s3://bucket/prefix at {silent_endpoint}: no response within 0.5s (2 attempts)")
+        f"cannot reach store s3://bucket/prefix at {silent_endpoint}: no response within 0.5s (2 attempts)"
+    )
     _assert_one_line(caught.value)
 
 
@@ -241,8 +250,14 @@ def test_s3_endpoint_that_is_not_s3_is_not_mistaken_for_an_empty_store(not_s3_en
 @pytest.mark.minio
 @pytest.mark.parametrize(
     "operation",
-    [lambda b: b.get("x"), lambda b: b.put("x", b"1"), lambda b: list(b.list()), lambda b: b.exists("x"),
-     lambda b: b.size("x"), lambda b: b.delete("x")],
+    [
+        lambda b: b.get("x"),
+        lambda b: b.put("x", b"1"),
+        lambda b: list(b.list()),
+        lambda b: b.exists("x"),
+        lambda b: b.size("x"),
+        lambda b: b.delete("x"),
+    ],
     ids=["get", "put", "list", "exists", "size", "delete"],
 )
 def test_s3_missing_bucket_says_so_and_how_to_fix(
@@ -257,8 +272,10 @@ def test_s3_missing_bucket_says_so_and_how_to_fix(
 
 
 @pytest.mark.minio
-@pytest.mark.parametrize(("variable", "code"), [("AWS_SECRET_ACCESS_KEY", "SignatureDoesNotMatch"),
-                                                ("AWS_ACCESS_KEY_ID", "InvalidAccessKeyId")])
+@pytest.mark.parametrize(
+    ("variable", "code"),
+    [("AWS_SECRET_ACCESS_KEY", "SignatureDoesNotMatch"), ("AWS_ACCESS_KEY_ID", "InvalidAccessKeyId")],
+)
 def test_s3_wrong_credentials_give_a_credentials_hint(
     s3_store_url: str, monkeypatch: pytest.MonkeyPatch, variable: str, code: str
 ) -> None:

@@ -36,7 +36,7 @@ def files_setup(cli: Cli, tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_backup_list_show_restore_round_trip(cli: Cli, files_setup: tuple[Path, Path], tmp_path: Path) -> None:
-    src, store = files_setup
+    src, _store = files_setup
     out = cli("backup", "--plugin", "files", "--json", check=True)
     backup = json.loads(out.stdout)
     assert backup["status"] == "complete"
@@ -54,8 +54,9 @@ def test_backup_list_show_restore_round_trip(cli: Cli, files_setup: tuple[Path, 
     assert again["changed"] is False
 
 
-def test_catalog_rebuild_on_a_machine_that_never_saw_the_store(cli: Cli, files_setup: tuple[Path, Path],
-                                                               tmp_path: Path) -> None:
+def test_catalog_rebuild_on_a_machine_that_never_saw_the_store(
+    cli: Cli, files_setup: tuple[Path, Path], tmp_path: Path
+) -> None:
     _, store = files_setup
     ids = {json.loads(cli("backup", "-p", "files", "--json", check=True).stdout)["id"] for _ in range(2)}
     fresh = Cli(tmp_path / "newhome")
@@ -145,8 +146,11 @@ def test_key_commands(cli: Cli, files_setup: tuple[Path, Path], tmp_path: Path) 
     two.write_text(shares[0] + "\n" + shares[2] + "\n")
     by_shares = {"DRTOOL_PASSPHRASE": None, "DRTOOL_RECOVERY_SHARES_FILE": str(two)}
     cli("list", env=by_shares, check=True)  # type: ignore[arg-type]
-    assert_clean_error(cli("list", env={"DRTOOL_PASSPHRASE": None, "DRTOOL_RECOVERY_SHARES_FILE": str(one)}), 5,  # type: ignore[dict-item]
-                       "needs 2")
+    assert_clean_error(
+        cli("list", env={"DRTOOL_PASSPHRASE": None, "DRTOOL_RECOVERY_SHARES_FILE": str(one)}),
+        5,  # type: ignore[dict-item]
+        "needs 2",
+    )
     slots = json.loads(cli("key", "list", "--json", check=True).stdout)
     assert sorted(s["kind"] for s in slots) == ["keyfile", "passphrase", "recovery"]
     recovery = next(s for s in slots if s["kind"] == "recovery")
@@ -161,12 +165,17 @@ def test_passphrase_never_in_argv_or_output(cli: Cli, files_setup: tuple[Path, P
 
 
 def _backup_process(cli: Cli) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "drtool", "backup", "-p", "files", "--json"], env=cli.env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "drtool", "backup", "-p", "files", "--json"],
+        env=cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_kill_9_at_random_points_leaves_no_visible_backup(cli: Cli, files_setup: tuple[Path, Path]) -> None:
-    src, store = files_setup
+    src, _store = files_setup
     (src / "model.bin").write_bytes(random.Random(7).randbytes(160 * 1024 * 1024))
     started = time.monotonic()
     proc = _backup_process(cli)

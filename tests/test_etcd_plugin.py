@@ -38,9 +38,14 @@ def backup(repo: Repository, source: Mapping[str, Any]) -> Manifest:
 
 def target_for(tmp_path: Path, lab_root: Path, **extra: Any) -> dict[str, Any]:
     """A restore target in a NEW place: new data dir, member name and cluster token."""
-    return {"data_dir": str(tmp_path / "restored" / "data"), "name": "rebuilt-0",
-            "initial_cluster_token": f"new-token-{os.getpid()}", "start": True,
-            "lab_dir": str(lab_root / f"restored-{tmp_path.name}"), **extra}
+    return {
+        "data_dir": str(tmp_path / "restored" / "data"),
+        "name": "rebuilt-0",
+        "initial_cluster_token": f"new-token-{os.getpid()}",
+        "start": True,
+        "lab_dir": str(lab_root / f"restored-{tmp_path.name}"),
+        **extra,
+    }
 
 
 def failed(checks: list[Any]) -> list[Any]:
@@ -80,7 +85,8 @@ def test_backup_streams_one_snapshot_artifact_with_facts(etcd_source: EtcdServer
     assert artifact.name == "snapshot.db" and artifact.sensitive
     assert artifact.size == meta["db_size"] + 32
     assert meta["revision_exact"] and meta["revision"] == int(
-        gateway(settings_of(etcd_source), "/v3/maintenance/status", {})["header"]["revision"])
+        gateway(settings_of(etcd_source), "/v3/maintenance/status", {})["header"]["revision"]
+    )
     assert meta["etcd_version"].startswith("3.") and meta["cluster_id"] and meta["member_id"]
     assert meta["endpoint"] == etcd_source.client_url
     assert meta["keys"] == etcdctl_key_count(settings_of(etcd_source))
@@ -118,8 +124,14 @@ def test_restore_into_new_member_equals_source_at_snapshot_revision(
     checks = plugin.verify(ctx, target)
     assert not failed(checks), failed(checks)
     names = {c.name for c in checks}
-    assert {"etcd healthy", "revision equals the snapshot's", "new cluster identity", "hashkv",
-            "every key equals the source's", "key count equals the backup's"} <= names
+    assert {
+        "etcd healthy",
+        "revision equals the snapshot's",
+        "new cluster identity",
+        "hashkv",
+        "every key equals the source's",
+        "key count equals the backup's",
+    } <= names
 
 
 def test_second_restore_is_a_no_op(
@@ -222,8 +234,7 @@ def test_dependencies_name_the_store_the_new_member_and_nothing_of_the_old_clust
 ) -> None:
     backup_id = backup(repo, settings_of(etcd_source)).id
     ctx = repo.restore_context(backup_id, "etcd")
-    target = {"data_dir": str(tmp_path / "d"), "peer_url": "http://10.1.2.3:2380",
-              "client_url": "http://10.1.2.3:2379"}
+    target = {"data_dir": str(tmp_path / "d"), "peer_url": "http://10.1.2.3:2380", "client_url": "http://10.1.2.3:2379"}
     deps = restore_dependencies(repo, plugin, backup_id, target)
     addresses = {(d.kind, d.address) for d in deps}
     assert ("reference", "http://10.1.2.3:2380") in addresses
@@ -285,8 +296,9 @@ def test_etcd_down_is_a_quick_one_line_source_error(repo: Repository) -> None:
         manifest = session.commit()
     assert time.monotonic() - started < 3
     assert outcome.status == "failed" and manifest.status == "partial" and not manifest.artifacts
-    assert outcome.error == (f"etcd at {url} is unreachable: connection refused "
-                             "(check ETCD_ENDPOINTS / that etcd is running)")
+    assert outcome.error == (
+        f"etcd at {url} is unreachable: connection refused (check ETCD_ENDPOINTS / that etcd is running)"
+    )
 
 
 def test_etcd_that_never_answers_times_out(repo: Repository) -> None:
@@ -339,7 +351,7 @@ def test_snapshot_digest_holds_back_the_trailer_at_any_split(split: int) -> None
     stream = db + hashlib.sha256(db).digest()
     digest = SnapshotDigest()
     for i in range(0, len(stream), split):
-        digest.update(stream[i:i + split])
+        digest.update(stream[i : i + split])
     assert digest.verify("test") == hashlib.sha256(db).hexdigest() and digest.db_size == len(db)
     broken = SnapshotDigest()
     broken.update(stream[:-1] + bytes([stream[-1] ^ 1]))
@@ -363,7 +375,10 @@ def test_lab_pki_issues_private_keys_and_usable_certs(tmp_path: Path) -> None:
     sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
     assert sans.get_values_for_type(x509.DNSName) == ["localhost"]
-    usage = x509.load_pem_x509_certificate(client.cert.read_bytes()).extensions.get_extension_for_class(
-        x509.ExtendedKeyUsage).value
+    usage = (
+        x509.load_pem_x509_certificate(client.cert.read_bytes())
+        .extensions.get_extension_for_class(x509.ExtendedKeyUsage)
+        .value
+    )
     assert list(usage) == [ExtendedKeyUsageOID.CLIENT_AUTH]
     cert.verify_directly_issued_by(x509.load_pem_x509_certificate(ca.cert.read_bytes()))

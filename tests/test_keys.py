@@ -51,8 +51,10 @@ def test_shares_from_another_store_are_refused(repo: Repository, tmp_path) -> No
 
 def test_share_typo_is_caught_by_checksum() -> None:
     line = slots.format_share("abcd", "ef01", 2, 1, b"\x01" * 32)
-    broken = line.replace("AE", "AF", 1) if "AE" in line else line[:-12] + ("A" if line[-12] != "A" else "B") + line[-11:]
-    with pytest.raises(UsageError, match="typo|malformed"):
+    broken = (
+        line.replace("AE", "AF", 1) if "AE" in line else line[:-12] + ("A" if line[-12] != "A" else "B") + line[-11:]
+    )
+    with pytest.raises(UsageError, match=r"typo|malformed"):
         slots.parse_share(broken)
     assert slots.parse_share(" ".join([line[:30], line[30:]])).y == b"\x01" * 32  # spaces from printing are fine
 

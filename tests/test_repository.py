@@ -73,10 +73,9 @@ def test_compressible_data_is_compressed_and_chunk_ids_are_keyed(repo: Repositor
 
 
 def test_failed_artifact_leaves_no_visible_backup(repo: Repository) -> None:
-    with pytest.raises(RuntimeError), repo.begin_backup() as session:
-        with session.context_for("test").artifact("x") as sink:
-            sink.write(os.urandom(5 * 1024 * 1024))
-            raise RuntimeError("source died")
+    with pytest.raises(RuntimeError), repo.begin_backup() as session, session.context_for("test").artifact("x") as sink:
+        sink.write(os.urandom(5 * 1024 * 1024))
+        raise RuntimeError("source died")
     assert repo.backup_ids() == []
 
 

@@ -25,8 +25,9 @@ def _files_source(cli: Cli, tmp_path: Path) -> Path:
     return src
 
 
-def test_s3_round_trip_and_rebuild_elsewhere(cli: Cli, tmp_path: Path, s3_store_url: str,
-                                             minio_env: dict[str, str]) -> None:
+def test_s3_round_trip_and_rebuild_elsewhere(
+    cli: Cli, tmp_path: Path, s3_store_url: str, minio_env: dict[str, str]
+) -> None:
     src = _files_source(cli, tmp_path)
     cli.env.update(minio_env)
     cli("init", "--store", s3_store_url, check=True)

@@ -32,8 +32,10 @@ class Catalog:
         try:
             SQLModel.metadata.create_all(self.engine)
         except OperationalError as exc:
-            raise UsageError(f"cannot open catalog {self._safe_url()}: {exc.orig}",
-                             "check DRTOOL_CATALOG; the catalog is a cache and can be rebuilt") from None
+            raise UsageError(
+                f"cannot open catalog {self._safe_url()}: {exc.orig}",
+                "check DRTOOL_CATALOG; the catalog is a cache and can be rebuilt",
+            ) from None
 
     def close(self) -> None:
         """Release pooled connections (a server may go away before the garbage collector runs)."""
@@ -49,17 +51,36 @@ class Catalog:
 
     @staticmethod
     def _insert(session: Session, m: Manifest) -> None:
-        session.merge(BackupRow(
-            id=m.id, store_id=m.store_id, started=m.started, finished=m.finished, status=m.status,
-            backup_set=m.backup_set, tags=",".join(m.tags), plugins=",".join(sorted(m.plugins)),
-            failed_plugins=",".join(sorted(p for p, o in m.plugins.items() if o.status == "failed")),
-            size=m.size, artifact_count=len(m.artifacts), bytes_stored=m.stats.get("bytes_stored", 0),
-            hostname=m.hostname,
-        ))
+        session.merge(
+            BackupRow(
+                id=m.id,
+                store_id=m.store_id,
+                started=m.started,
+                finished=m.finished,
+                status=m.status,
+                backup_set=m.backup_set,
+                tags=",".join(m.tags),
+                plugins=",".join(sorted(m.plugins)),
+                failed_plugins=",".join(sorted(p for p, o in m.plugins.items() if o.status == "failed")),
+                size=m.size,
+                artifact_count=len(m.artifacts),
+                bytes_stored=m.stats.get("bytes_stored", 0),
+                hostname=m.hostname,
+            )
+        )
         session.exec(delete(ArtifactRow).where(ArtifactRow.backup_id == m.id))
         for a in m.artifacts:
-            session.add(ArtifactRow(backup_id=m.id, plugin=a.plugin, name=a.name, size=a.size, sha256=a.sha256,
-                                    chunk_count=len(a.chunks), sensitive=a.sensitive))
+            session.add(
+                ArtifactRow(
+                    backup_id=m.id,
+                    plugin=a.plugin,
+                    name=a.name,
+                    size=a.size,
+                    sha256=a.sha256,
+                    chunk_count=len(a.chunks),
+                    sensitive=a.sensitive,
+                )
+            )
 
     def sync(self, repo: Repository, *, rebuild: bool = False) -> SyncResult:
         """Make the catalog match the store: add manifests it lacks, drop rows the store no longer has."""

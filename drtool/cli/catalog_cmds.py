@@ -6,7 +6,9 @@ import typer
 
 from drtool.cli.state import console, state
 
-app = typer.Typer(help="The catalog: a cache of the store's backups, rebuilt from the store alone.", no_args_is_help=True)
+app = typer.Typer(
+    help="The catalog: a cache of the store's backups, rebuilt from the store alone.", no_args_is_help=True
+)
 
 
 @app.command()

@@ -20,16 +20,23 @@ def demo(
     from drtool.demo import DEFAULT_WORKDIR, run_demo
 
     with progress() as prog:
-        report = run_demo(workdir or DEFAULT_WORKDIR, keys=keys, keep=keep,
-                          echo=lambda line: console.print(line, style="dim"), progress=prog)
+        report = run_demo(
+            workdir or DEFAULT_WORKDIR,
+            keys=keys,
+            keep=keep,
+            echo=lambda line: console.print(line, style="dim"),
+            progress=prog,
+        )
     table = Table("step", "seconds", "detail", title="drtool demo")
     for step in report.steps:
         table.add_row(step.name, f"{step.seconds:.2f}", step.detail)
     console.print(table)
     facts = report.facts
-    console.print(f"snapshot {human_bytes(facts['snapshot_bytes'])} stored as {human_bytes(facts['stored_bytes'])} "
-                  f"(compressed, encrypted); the unchanged second backup stored "
-                  f"{human_bytes(facts['second_stored_bytes'])}")
+    console.print(
+        f"snapshot {human_bytes(facts['snapshot_bytes'])} stored as {human_bytes(facts['stored_bytes'])} "
+        f"(compressed, encrypted); the unchanged second backup stored "
+        f"{human_bytes(facts['second_stored_bytes'])}"
+    )
     for check in report.checks:
         mark = "[green]ok[/]" if check.ok else "[red]FAILED[/]"
         console.print(f"  {mark} {check.name}" + (f" — {check.detail}" if check.detail else ""))

@@ -37,7 +37,13 @@ def list_slots(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json
 @app.command()
 def add(
     ctx: typer.Context,
-    passphrase: Annotated[bool, typer.Option("--passphrase", help="Add a passphrase slot (read from DRTOOL_NEW_PASSPHRASE, DRTOOL_NEW_PASSPHRASE_FILE or a prompt).")] = False,
+    passphrase: Annotated[
+        bool,
+        typer.Option(
+            "--passphrase",
+            help="Add a passphrase slot (read from DRTOOL_NEW_PASSPHRASE, DRTOOL_NEW_PASSPHRASE_FILE or a prompt).",
+        ),
+    ] = False,
     keyfile: Annotated[Path | None, typer.Option(help="Add a key-file slot and write the new key file here.")] = None,
     label: Annotated[str | None, typer.Option(help="A note shown by `key list`.")] = None,
 ) -> None:
@@ -65,7 +71,10 @@ def _new_passphrase() -> str:
 
     saved = {k: os.environ.get(k) for k in ("DRTOOL_PASSPHRASE", "DRTOOL_PASSPHRASE_FILE")}
     try:
-        for src, dst in (("DRTOOL_NEW_PASSPHRASE", "DRTOOL_PASSPHRASE"), ("DRTOOL_NEW_PASSPHRASE_FILE", "DRTOOL_PASSPHRASE_FILE")):
+        for src, dst in (
+            ("DRTOOL_NEW_PASSPHRASE", "DRTOOL_PASSPHRASE"),
+            ("DRTOOL_NEW_PASSPHRASE_FILE", "DRTOOL_PASSPHRASE_FILE"),
+        ):
             os.environ.pop(dst, None)
             if os.environ.get(src):
                 os.environ[dst] = os.environ[src]
@@ -94,7 +103,9 @@ def recovery_shares(
     ctx: typer.Context,
     threshold: Annotated[int, typer.Option("--threshold", "-k", help="Shares needed to recover.")] = 3,
     count: Annotated[int, typer.Option("--count", "-n", help="Shares printed.")] = 5,
-    out: Annotated[Path | None, typer.Option(help="Write the shares to this file (0600) instead of the terminal.")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Write the shares to this file (0600) instead of the terminal.")
+    ] = None,
 ) -> None:
     """Create a k-of-n recovery slot and print its shares once, for offline keepers."""
     if not 2 <= threshold <= count <= 16:
@@ -108,6 +119,8 @@ def recovery_shares(
         out.write_text(text)
         console.print(f"wrote {count} shares of recovery slot {slot.id} to {out}")
     else:
-        console.print(f"recovery slot {slot.id}: any {threshold} of these {count} shares open the store. "
-                      "Give each to a different keeper; they are not shown again.")
+        console.print(
+            f"recovery slot {slot.id}: any {threshold} of these {count} shares open the store. "
+            "Give each to a different keeper; they are not shown again."
+        )
         typer.echo(text, nl=False)

@@ -17,7 +17,9 @@ app = typer.Typer(help="Start and stop lab platforms built from real components.
 @app.command()
 def up(
     name: Annotated[str, typer.Option("--name", help="Lab name.")] = "source",
-    with_: Annotated[list[str] | None, typer.Option("--with", help=f"Components ({', '.join(KINDS)}); default etcd.")] = None,
+    with_: Annotated[
+        list[str] | None, typer.Option("--with", help=f"Components ({', '.join(KINDS)}); default etcd.")
+    ] = None,
 ) -> None:
     """Start a lab (components already running are left alone)."""
     lab = Lab.load(name) if name in Lab.names() else Lab(name)

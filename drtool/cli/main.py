@@ -25,7 +25,9 @@ def _global(
     ctx: typer.Context,
     config: Annotated[str | None, typer.Option(help="Config file (default ~/.config/drtool/config.yaml).")] = None,
     store: Annotated[str | None, typer.Option(help="Store URL (overrides DRTOOL_STORE and the config).")] = None,
-    catalog: Annotated[str | None, typer.Option(help="Catalog path or SQLAlchemy URL (overrides DRTOOL_CATALOG).")] = None,
+    catalog: Annotated[
+        str | None, typer.Option(help="Catalog path or SQLAlchemy URL (overrides DRTOOL_CATALOG).")
+    ] = None,
 ) -> None:
     ctx.obj = AppState(config=config, store=store, catalog=catalog)
 
@@ -43,8 +45,10 @@ def plugins(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
 
     reg = registry()
     if as_json:
-        print_json([{"name": p.name, "description": p.description} for p in reg.plugins.values()]
-                   + [{"name": name, "error": err} for name, err in reg.broken.items()])
+        print_json(
+            [{"name": p.name, "description": p.description} for p in reg.plugins.values()]
+            + [{"name": name, "error": err} for name, err in reg.broken.items()]
+        )
         return
     for p in reg.plugins.values():
         console.print(f"[bold]{p.name}[/]  {p.description}")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import yaml
 from rich.table import Table
 
 from drtool.backup import run_backup
@@ -22,14 +23,19 @@ from drtool.store import open_backend
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 
-def parse_pairs(pairs: list[str] | None, what: str) -> dict[str, str]:
-    """KEY=VALUE options (targets, restore options) into a mapping."""
-    out: dict[str, str] = {}
+def parse_pairs(pairs: list[str] | None, what: str) -> dict[str, Any]:
+    """KEY=VALUE options (targets, restore options) into a mapping; values are YAML scalars, so
+    ``start=true`` is a boolean and ``port=2379`` a number, as they would be in a restore plan."""
+    out: dict[str, Any] = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise UsageError(f"{what} {pair!r} is not KEY=VALUE", f"for example --{what} data_dir=/var/lib/etcd-new")
-        out[key.strip()] = value
+        try:
+            parsed = yaml.safe_load(value) if value else ""
+        except yaml.YAMLError:
+            parsed = value
+        out[key.strip()] = parsed if isinstance(parsed, str | int | float | bool) else value
     return out
 
 
@@ -49,7 +55,9 @@ def init(
         text, keyfile_secret = new_keyfile_text()
     passphrase = None if no_passphrase else passphrase_from_env("New store passphrase: ", confirm=True)
     if not no_passphrase and not passphrase:
-        raise UsageError("no passphrase given", "set DRTOOL_PASSPHRASE or DRTOOL_PASSPHRASE_FILE, or use --keyfile --no-passphrase")
+        raise UsageError(
+            "no passphrase given", "set DRTOOL_PASSPHRASE or DRTOOL_PASSPHRASE_FILE, or use --keyfile --no-passphrase"
+        )
     repo = Repository.init(backend, passphrase=passphrase, keyfile_secret=keyfile_secret)
     if keyfile:
         keyfile.touch(mode=0o600)
@@ -57,13 +65,17 @@ def init(
     if save:
         state(ctx).settings.save_store(store)
     console.print(f"created store [bold]{store}[/] (id {repo.config.store_id})")
-    console.print("keep the passphrase or key file safe: without it the backups cannot be read; "
-                  "`drtool key recovery-shares` prints offline recovery shares")
+    console.print(
+        "keep the passphrase or key file safe: without it the backups cannot be read; "
+        "`drtool key recovery-shares` prints offline recovery shares"
+    )
 
 
 def backup(
     ctx: typer.Context,
-    plugin: Annotated[list[str] | None, typer.Option("--plugin", "-p", help="Plugin to run (repeatable); default all configured.")] = None,
+    plugin: Annotated[
+        list[str] | None, typer.Option("--plugin", "-p", help="Plugin to run (repeatable); default all configured.")
+    ] = None,
     tag: Annotated[list[str] | None, typer.Option(help="Tag the backup (repeatable).")] = None,
     backup_set: Annotated[str | None, typer.Option("--set", help="Name of the backup set.")] = None,
     as_json: JsonOpt = False,
@@ -75,15 +87,18 @@ def backup(
     plugins = [get_plugin(n) for n in names]
     repo = app.open_repo()
     with progress() as prog:
-        manifest = run_backup(repo, plugins, sources, catalog=app.open_catalog(), backup_set=backup_set,
-                              tags=tag or [], progress=prog)
+        manifest = run_backup(
+            repo, plugins, sources, catalog=app.open_catalog(), backup_set=backup_set, tags=tag or [], progress=prog
+        )
     if as_json:
         print_json(manifest.model_dump(exclude={"artifacts"}) | {"size": manifest.size})
     else:
         stats = manifest.stats
-        console.print(f"backup [bold]{manifest.id}[/] {manifest.status}: {len(manifest.artifacts)} artifact(s), "
-                      f"{human_bytes(manifest.size)} read, {human_bytes(stats.get('bytes_stored', 0))} stored "
-                      f"({stats.get('chunks_new', 0)} new of {stats.get('chunks', 0)} chunks)")
+        console.print(
+            f"backup [bold]{manifest.id}[/] {manifest.status}: {len(manifest.artifacts)} artifact(s), "
+            f"{human_bytes(manifest.size)} read, {human_bytes(stats.get('bytes_stored', 0))} stored "
+            f"({stats.get('chunks_new', 0)} new of {stats.get('chunks', 0)} chunks)"
+        )
     if manifest.status == "partial":
         failed = "; ".join(f"{n}: {o.error}" for n, o in manifest.plugins.items() if o.status == "failed")
         raise PartialBackup(f"backup {manifest.id} is partial: {failed}", "fix the failing source and back up again")
@@ -106,8 +121,11 @@ def list_backups(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     console.print(table)
 
 
-def show(ctx: typer.Context, backup_id: Annotated[str, typer.Argument(help="Backup id, unique prefix or 'latest'.")],
-         as_json: JsonOpt = False) -> None:
+def show(
+    ctx: typer.Context,
+    backup_id: Annotated[str, typer.Argument(help="Backup id, unique prefix or 'latest'.")],
+    as_json: JsonOpt = False,
+) -> None:
     """Show one backup: plugins, artifacts, failure domain."""
     repo = state(ctx).open_repo()
     manifest = repo.get_manifest(repo.resolve(backup_id))
@@ -117,18 +135,25 @@ def show(ctx: typer.Context, backup_id: Annotated[str, typer.Argument(help="Back
             a["chunks"] = len(a["chunks"])
         print_json(data)
         return
-    console.print(f"[bold]{manifest.id}[/] {manifest.status}  started {manifest.started}  finished {manifest.finished}"
-                  f"  host {manifest.hostname}")
+    console.print(
+        f"[bold]{manifest.id}[/] {manifest.status}  started {manifest.started}  finished {manifest.finished}"
+        f"  host {manifest.hostname}"
+    )
     for name, outcome in manifest.plugins.items():
         console.print(f"  plugin {name}: {outcome.status}" + (f" — {outcome.error}" if outcome.error else ""))
     table = Table("plugin", "artifact", "size", "chunks", "sha256", "sensitive")
     for a in manifest.artifacts:
-        table.add_row(a.plugin, a.name, human_bytes(a.size), str(len(a.chunks)), a.sha256[:16], "yes" if a.sensitive else "")
+        table.add_row(
+            a.plugin, a.name, human_bytes(a.size), str(len(a.chunks)), a.sha256[:16], "yes" if a.sensitive else ""
+        )
     console.print(table)
 
 
-def check(ctx: typer.Context, read_data: Annotated[bool, typer.Option(help="Download and verify every chunk.")] = False,
-          as_json: JsonOpt = False) -> None:
+def check(
+    ctx: typer.Context,
+    read_data: Annotated[bool, typer.Option(help="Download and verify every chunk.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Verify that every backup is restorable: chunks present (and with --read-data, intact)."""
     repo = state(ctx).open_repo()
     with progress() as prog:
@@ -136,8 +161,10 @@ def check(ctx: typer.Context, read_data: Annotated[bool, typer.Option(help="Down
     if as_json:
         print_json(report.to_json())
     else:
-        console.print(f"{report.backups} backup(s), {report.chunks_referenced} chunk(s) referenced, "
-                      f"{report.chunks_present} present, {report.chunks_read} read and verified")
+        console.print(
+            f"{report.backups} backup(s), {report.chunks_referenced} chunk(s) referenced, "
+            f"{report.chunks_present} present, {report.chunks_read} read and verified"
+        )
         for backup_id, err in report.bad_manifests.items():
             console.print(f"[red]manifest {backup_id}: {err}[/]")
         for chunk_id, backups in report.missing_chunks.items():
@@ -145,8 +172,10 @@ def check(ctx: typer.Context, read_data: Annotated[bool, typer.Option(help="Down
         for chunk_id, err in report.damaged_chunks.items():
             console.print(f"[red]damaged chunk {chunk_id[:16]}: {err}[/]")
         if report.orphan_chunks:
-            console.print(f"{len(report.orphan_chunks)} orphan chunk(s) no backup references "
-                          "(left by an interrupted backup; `drtool prune` removes them)")
+            console.print(
+                f"{len(report.orphan_chunks)} orphan chunk(s) no backup references "
+                "(left by an interrupted backup; `drtool prune` removes them)"
+            )
         if report.leftover_temp_files:
             console.print(f"{len(report.leftover_temp_files)} leftover temp file(s) from interrupted writes")
         console.print("[green]no errors[/]" if report.ok else "[red]errors found[/]")
@@ -158,20 +187,39 @@ def restore(
     ctx: typer.Context,
     backup_id: Annotated[str, typer.Argument(help="Backup id, unique prefix or 'latest'.")],
     plugin: Annotated[str, typer.Option("--plugin", "-p", help="Which plugin's artifacts to restore.")],
-    target: Annotated[list[str] | None, typer.Option("--target", "-t", help="Target setting KEY=VALUE (repeatable).")] = None,
-    option: Annotated[list[str] | None, typer.Option("--option", "-o", help="Restore option KEY=VALUE (repeatable).")] = None,
+    target: Annotated[
+        list[str] | None, typer.Option("--target", "-t", help="Target setting KEY=VALUE (repeatable).")
+    ] = None,
+    option: Annotated[
+        list[str] | None, typer.Option("--option", "-o", help="Restore option KEY=VALUE (repeatable).")
+    ] = None,
     no_verify: Annotated[bool, typer.Option(help="Skip the plugin's post-restore verification.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Restore a backup into a target. Example: drtool restore latest -p etcd -t data_dir=/var/lib/etcd-new -t start=true"""
+    """Restore a backup into a target. Example: drtool restore latest -p etcd -t data_dir=/var/lib/etcd-2"""
     repo = state(ctx).open_repo()
     with progress() as prog:
-        outcome = run_restore(repo, backup_id, get_plugin(plugin), parse_pairs(target, "target"),
-                              options=parse_pairs(option, "option"), verify=not no_verify, progress=prog)
+        outcome = run_restore(
+            repo,
+            backup_id,
+            get_plugin(plugin),
+            parse_pairs(target, "target"),
+            options=parse_pairs(option, "option"),
+            verify=not no_verify,
+            progress=prog,
+        )
     if as_json:
-        print_json({"backup": outcome.backup_id, "plugin": outcome.plugin, "changed": outcome.result.changed,
-                    "summary": outcome.result.summary, "details": dict(outcome.result.details),
-                    "checks": [c.__dict__ for c in outcome.checks], "verified": outcome.verified})
+        print_json(
+            {
+                "backup": outcome.backup_id,
+                "plugin": outcome.plugin,
+                "changed": outcome.result.changed,
+                "summary": outcome.result.summary,
+                "details": dict(outcome.result.details),
+                "checks": [c.__dict__ for c in outcome.checks],
+                "verified": outcome.verified,
+            }
+        )
     else:
         console.print(f"restored {outcome.plugin} from {outcome.backup_id}: {outcome.result.summary}")
         for c in outcome.checks:

@@ -16,8 +16,15 @@ class Credentials:
     shares: tuple[str, ...] = dataclasses.field(default=(), repr=False)
 
     def describe(self) -> str:
-        kinds = [k for k, v in (("key file", self.keyfile_secret), ("recovery shares", self.shares),
-                                ("passphrase", self.passphrase)) if v]
+        kinds = [
+            k
+            for k, v in (
+                ("key file", self.keyfile_secret),
+                ("recovery shares", self.shares),
+                ("passphrase", self.passphrase),
+            )
+            if v
+        ]
         return " or ".join(kinds) or "no credentials"
 
     def unlock(self, store_id: str, key_slots: list[slots.KeySlot]) -> tuple[MasterKey, slots.KeySlot]:
@@ -37,7 +44,11 @@ class Credentials:
                 if master is not None:
                     return master, slot
         if self.shares and not tried:
-            raise WrongKey("the recovery shares belong to another store or to a removed key slot",
-                           "use shares printed for this store (`drtool key list` shows its slots)")
-        raise WrongKey(f"no key slot of store {store_id} opens with the given {self.describe()}",
-                       "check DRTOOL_PASSPHRASE / DRTOOL_PASSPHRASE_FILE / DRTOOL_KEYFILE")
+            raise WrongKey(
+                "the recovery shares belong to another store or to a removed key slot",
+                "use shares printed for this store (`drtool key list` shows its slots)",
+            )
+        raise WrongKey(
+            f"no key slot of store {store_id} opens with the given {self.describe()}",
+            "check DRTOOL_PASSPHRASE / DRTOOL_PASSPHRASE_FILE / DRTOOL_KEYFILE",
+        )

@@ -82,7 +82,9 @@ def _argon2(passphrase: str, salt: bytes, params: dict[str, Any]) -> bytes:
     ).derive(passphrase.encode())
 
 
-def _make_slot(kind: str, label: str, kdf: dict[str, Any], wrap_key: bytes, master: MasterKey, store_id: str) -> KeySlot:
+def _make_slot(
+    kind: str, label: str, kdf: dict[str, Any], wrap_key: bytes, master: MasterKey, store_id: str
+) -> KeySlot:
     slot_id = secrets.token_hex(4)
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     wrapped = seal(wrap_key, master.secret, _aad(store_id, slot_id))
@@ -112,7 +114,9 @@ def recovery_slot(
     kdf = {"name": "hkdf-sha256", "salt": _b64(salt), "threshold": threshold, "count": count}
     wrap = hkdf(recovery_secret, b"drtool v1 recovery slot", salt=salt)
     slot = _make_slot("recovery", label, kdf, wrap, master, store_id)
-    shares = [format_share(store_id, slot.id, threshold, x, y) for x, y in shamir.split(recovery_secret, threshold, count)]
+    shares = [
+        format_share(store_id, slot.id, threshold, x, y) for x, y in shamir.split(recovery_secret, threshold, count)
+    ]
     return slot, shares
 
 
@@ -169,7 +173,9 @@ def parse_keyfile(text: str, path: str) -> bytes:
             raise ValueError
         return secret
     except (IndexError, ValueError):
-        raise UsageError(f"{path} is not a drtool key file", "give the file written by `drtool key add --keyfile`") from None
+        raise UsageError(
+            f"{path} is not a drtool key file", "give the file written by `drtool key add --keyfile`"
+        ) from None
 
 
 # --- recovery shares ---------------------------------------------------------------------------------

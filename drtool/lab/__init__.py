@@ -1,1 +1,1 @@
-"""The lab: real servers (etcd, MinIO, PostgreSQL, ...) started on loopback, shared by `drtool lab`, the demo and tests."""
+"""The lab: real servers (etcd, MinIO, PostgreSQL, ...) on loopback for `drtool lab`, the demo and tests."""

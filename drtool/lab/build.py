@@ -85,8 +85,9 @@ def _build(module: str, version: str, target: Path) -> None:
             )
         built = [p for p in Path(tmp).iterdir() if p.is_file()]
         if len(built) != 1:
-            raise SourceError(f"go install {module}@{version} produced {len(built)} files, expected 1",
-                              f"see {log_path}")
+            raise SourceError(
+                f"go install {module}@{version} produced {len(built)} files, expected 1", f"see {log_path}"
+            )
         os.replace(built[0], target)
 
 

@@ -34,8 +34,9 @@ def gateway(settings: Mapping[str, Any], path: str, body: Mapping[str, Any]) -> 
     """One JSON-gateway call with plain requests (independent of the plugin's client)."""
     endpoint = str(settings["endpoints"]).split(",")[0]
     cert = (settings["cert"], settings["key"]) if settings.get("cert") else None
-    resp = requests.post(f"{endpoint}{path}", json=dict(body), verify=settings.get("cacert") or True,
-                         cert=cert, timeout=30)
+    resp = requests.post(
+        f"{endpoint}{path}", json=dict(body), verify=settings.get("cacert") or True, cert=cert, timeout=30
+    )
     resp.raise_for_status()
     return resp.json()
 
@@ -59,7 +60,7 @@ def seed(settings: Mapping[str, Any], n: int = SEED_KEYS) -> int:
     """Write the seed in transactions, then overwrite and delete some keys so history has depth."""
     items = list(seed_items(n))
     for start in range(0, len(items), TXN_OPS):
-        ops = [{"request_put": {"key": _b64(k), "value": _b64(v)}} for k, v in items[start:start + TXN_OPS]]
+        ops = [{"request_put": {"key": _b64(k), "value": _b64(v)}} for k, v in items[start : start + TXN_OPS]]
         gateway(settings, "/v3/kv/txn", {"success": ops})
     for i in range(0, n, 97):  # versions > 1 and tombstones: the restore must keep revisions exactly
         key = items[i][0]

@@ -110,8 +110,15 @@ def make_ca(directory: str | os.PathLike[str], cn: str, *, days: int = 3650) -> 
 
 def _key_usage(*, ca: bool) -> x509.KeyUsage:
     return x509.KeyUsage(
-        digital_signature=not ca, content_commitment=False, key_encipherment=False, data_encipherment=False,
-        key_agreement=False, key_cert_sign=ca, crl_sign=ca, encipher_only=False, decipher_only=False,
+        digital_signature=not ca,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=ca,
+        crl_sign=ca,
+        encipher_only=False,
+        decipher_only=False,
     )
 
 

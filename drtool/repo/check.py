@@ -35,8 +35,9 @@ class CheckReport:
         return {"ok": self.ok, **dataclasses.asdict(self)}
 
 
-def check(repo: Repository, *, read_data: bool = False, progress: Progress | None = None,
-          workers: int = DEFAULT_WORKERS) -> CheckReport:
+def check(
+    repo: Repository, *, read_data: bool = False, progress: Progress | None = None, workers: int = DEFAULT_WORKERS
+) -> CheckReport:
     report = CheckReport()
     progress = progress or NullProgress()
     referenced: dict[str, list[str]] = {}

@@ -27,7 +27,7 @@ def manifest(backup_id: str) -> str:
 
 
 def backup_id_of(name: str) -> str | None:
-    tail = name[len(MANIFESTS):] if name.startswith(MANIFESTS) else ""
+    tail = name[len(MANIFESTS) :] if name.startswith(MANIFESTS) else ""
     return tail if BACKUP_ID.match(tail) else None
 
 

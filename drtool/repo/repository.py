@@ -39,8 +39,13 @@ class Repository:
     # --- opening ----------------------------------------------------------------------------------
 
     @classmethod
-    def init(cls, backend: Backend, passphrase: str | None = None, keyfile_secret: bytes | None = None,
-             config: StoreConfig | None = None) -> Repository:
+    def init(
+        cls,
+        backend: Backend,
+        passphrase: str | None = None,
+        keyfile_secret: bytes | None = None,
+        config: StoreConfig | None = None,
+    ) -> Repository:
         """Create a store with a fresh master key and its first key slot (passphrase and/or key file)."""
         if not (passphrase or keyfile_secret):
             raise UsageError("a new store needs a passphrase or a key file", "set DRTOOL_PASSPHRASE or --keyfile")
@@ -139,8 +144,9 @@ class Repository:
         try:
             blob = self.backend.get(layout.chunk(chunk_id))
         except NotFound:
-            raise IntegrityError(f"chunk {chunk_id[:12]} is missing from the store",
-                                 "run `drtool check` to list every missing chunk") from None
+            raise IntegrityError(
+                f"chunk {chunk_id[:12]} is missing from the store", "run `drtool check` to list every missing chunk"
+            ) from None
         return self.decode_chunk(chunk_id, blob)
 
     def chunk_ids(self) -> Iterator[str]:
@@ -167,7 +173,9 @@ class Repository:
 
     def get_manifest(self, backup_id: str) -> Manifest:
         if not layout.BACKUP_ID.match(backup_id):
-            raise NotFound(f"{backup_id!r} is not a backup id", "ids look like 20261129T104500Z-1a2b3c; see `drtool list`")
+            raise NotFound(
+                f"{backup_id!r} is not a backup id", "ids look like 20261129T104500Z-1a2b3c; see `drtool list`"
+            )
         try:
             blob = self.backend.get(layout.manifest(backup_id))
         except NotFound:
@@ -194,7 +202,6 @@ class Repository:
 
     def delete_manifest(self, backup_id: str) -> None:
         self.backend.delete(layout.manifest(backup_id))
-
 
     # --- sessions -----------------------------------------------------------------------------------
 

@@ -17,8 +17,14 @@ from drtool.repo.writer import DEFAULT_WORKERS
 
 
 class PluginRestoreContext:
-    def __init__(self, repo: Repository, manifest: Manifest, plugin: str, progress: Progress | None = None,
-                 workers: int = DEFAULT_WORKERS) -> None:
+    def __init__(
+        self,
+        repo: Repository,
+        manifest: Manifest,
+        plugin: str,
+        progress: Progress | None = None,
+        workers: int = DEFAULT_WORKERS,
+    ) -> None:
         self.repo = repo
         self.manifest = manifest
         self.plugin = plugin
@@ -40,8 +46,10 @@ class PluginRestoreContext:
     def open(self, name: str) -> Iterator[ArtifactReader]:
         entry = self._entries.get(name)
         if entry is None:
-            raise NotFound(f"backup {self.backup_id} has no artifact {self.plugin}/{name}",
-                           f"`drtool show {self.backup_id}` lists its artifacts")
+            raise NotFound(
+                f"backup {self.backup_id} has no artifact {self.plugin}/{name}",
+                f"`drtool show {self.backup_id}` lists its artifacts",
+            )
         with ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="drtool-read") as pool:
             reader = ArtifactReader(self.repo, entry, pool)
             try:
@@ -60,6 +68,7 @@ class PluginRestoreContext:
             missing = [futures[f] for f in as_completed(futures) if not f.result()]
         if missing:
             raise IntegrityError(
-                f"backup {self.backup_id} is missing {len(missing)} chunk(s) of plugin {self.plugin}; nothing was restored",
+                f"backup {self.backup_id} is missing {len(missing)} chunk(s) of plugin {self.plugin}; "
+                "nothing was restored",
                 "restore an older backup, and run `drtool check` to see the damage",
             )

@@ -97,8 +97,9 @@ class PluginBackupContext:
         self.backup_id = session.backup_id
 
     @contextlib.contextmanager
-    def artifact(self, name: str, *, meta: Mapping[str, Any] | None = None,
-                 sensitive: bool = False) -> Iterator[ArtifactWriter]:
+    def artifact(
+        self, name: str, *, meta: Mapping[str, Any] | None = None, sensitive: bool = False
+    ) -> Iterator[ArtifactWriter]:
         if any(a.plugin == self.plugin and a.name == name for a in self._session.artifacts):
             raise UsageError(f"plugin {self.plugin} wrote artifact {name!r} twice")
         if not name or name.startswith("/") or ".." in name.split("/"):
@@ -118,8 +119,15 @@ class PluginBackupContext:
 class BackupSession:
     """One backup being written. Use as a context manager; nothing is visible until ``commit``."""
 
-    def __init__(self, repo: Repository, *, backup_set: str | None = None, tags: list[str] | None = None,
-                 workers: int = DEFAULT_WORKERS, progress: Progress | None = None) -> None:
+    def __init__(
+        self,
+        repo: Repository,
+        *,
+        backup_set: str | None = None,
+        tags: list[str] | None = None,
+        workers: int = DEFAULT_WORKERS,
+        progress: Progress | None = None,
+    ) -> None:
         self.repo = repo
         self.backup_id = new_backup_id()
         self.started = utc_now()
@@ -189,10 +197,19 @@ class BackupSession:
         """Write the manifest, last: from this moment on the backup exists."""
         failed = any(o.status == "failed" for o in self.outcomes.values())
         manifest = Manifest(
-            id=self.backup_id, store_id=self.repo.config.store_id, started=self.started, finished=utc_now(),
-            status="partial" if failed else "complete", hostname=socket.gethostname(),
-            drtool_version=__version__, backup_set=self.backup_set, tags=self.tags, plugins=self.outcomes,
-            artifacts=self.artifacts, failure_domain=self.failure_domain, stats=dict(self.stats.values),
+            id=self.backup_id,
+            store_id=self.repo.config.store_id,
+            started=self.started,
+            finished=utc_now(),
+            status="partial" if failed else "complete",
+            hostname=socket.gethostname(),
+            drtool_version=__version__,
+            backup_set=self.backup_set,
+            tags=self.tags,
+            plugins=self.outcomes,
+            artifacts=self.artifacts,
+            failure_domain=self.failure_domain,
+            stats=dict(self.stats.values),
         )
         self.repo.put_manifest(manifest)
         return manifest

@@ -33,10 +33,17 @@ from drtool.errors import DrtoolError, NotFound, ObjectExists, StoreUnavailable,
 if TYPE_CHECKING:
     from botocore.client import BaseClient
 
-_AUTH_CODES = frozenset({
-    "AccessDenied", "AllAccessDisabled", "ExpiredToken", "InvalidAccessKeyId", "InvalidToken",
-    "SignatureDoesNotMatch", "TokenRefreshRequired",
-})
+_AUTH_CODES = frozenset(
+    {
+        "AccessDenied",
+        "AllAccessDisabled",
+        "ExpiredToken",
+        "InvalidAccessKeyId",
+        "InvalidToken",
+        "SignatureDoesNotMatch",
+        "TokenRefreshRequired",
+    }
+)
 _CREDENTIALS_HINT = "check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE and the bucket policy"
 _NETWORK_HINT = "check that the S3 endpoint is up and that AWS_ENDPOINT_URL names it"
 
@@ -128,7 +135,7 @@ class S3Backend:
                 for obj in page.get("Contents", ()):
                     key: str = obj["Key"]
                     if not key.endswith("/"):  # folder markers made by S3 consoles are not objects
-                        yield key[len(self._root):]
+                        yield key[len(self._root) :]
 
     def delete(self, name: str) -> None:
         """Delete ``name``; S3 answers a delete of a missing key with success, which keeps this idempotent."""
@@ -213,8 +220,10 @@ class S3Backend:
         if code == "NoSuchKey":
             return NotFound(f"{name} not found in store {self.url}")
         if code in ("404", "NotFound"):  # a 404 without an S3 error body: some web server, not S3
-            return StoreUnavailable(f"{self.endpoint()} answered a bare HTTP 404 to {action} {name} (store {self.url})",
-                                    "that does not look like an S3 endpoint; check AWS_ENDPOINT_URL")
+            return StoreUnavailable(
+                f"{self.endpoint()} answered a bare HTTP 404 to {action} {name} (store {self.url})",
+                "that does not look like an S3 endpoint; check AWS_ENDPOINT_URL",
+            )
         if code == "NoSuchBucket":
             return self._no_bucket()
         if code in _AUTH_CODES or _status(exc) == 403:
@@ -223,15 +232,18 @@ class S3Backend:
                 _CREDENTIALS_HINT,
             )
         message = " ".join(str(exc.response.get("Error", {}).get("Message", "")).split())
-        return StoreUnavailable(f"cannot {action} {name} in store {self.url} at {self.endpoint()}: {code} {message}",
-                                "the S3 server refused the request; retry later or check its logs")
+        return StoreUnavailable(
+            f"cannot {action} {name} in store {self.url} at {self.endpoint()}: {code} {message}",
+            "the S3 server refused the request; retry later or check its logs",
+        )
 
     def _transport_error(self, exc: BotoCoreError, action: str, name: str) -> DrtoolError:
         if isinstance(exc, NoCredentialsError | PartialCredentialsError):
             return StoreUnavailable(f"no usable credentials for store {self.url}: {exc}", _CREDENTIALS_HINT)
         if isinstance(exc, BotoConnectionError | HTTPClientError):
-            return StoreUnavailable(f"cannot reach store {self.url} at {self.endpoint()}: {self._reason(exc)}",
-                                    _NETWORK_HINT)
+            return StoreUnavailable(
+                f"cannot reach store {self.url} at {self.endpoint()}: {self._reason(exc)}", _NETWORK_HINT
+            )
         return StoreUnavailable(f"cannot {action} {name} in store {self.url} at {self.endpoint()}: {exc}")
 
     def _reason(self, exc: BotoCoreError) -> str:

@@ -48,9 +48,7 @@ class EtcdPlugin:
     def backup(self, source: Mapping[str, Any], ctx: BackupContext) -> Mapping[str, Any]:
         return _backup.backup(source, ctx)
 
-    def restore(
-        self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]
-    ) -> RestoreResult:
+    def restore(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
         return _restore.run_restore(ctx, target, options)
 
     def verify(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Check]:
@@ -68,16 +66,26 @@ def dependencies(ctx: RestoreContext, target: Mapping[str, Any]) -> list[Depende
     marker = _restore.read_marker(spec.marker_path) or {}
     lab_url = "http://127.0.0.1" if spec.start else None  # the port is chosen when the restore runs
     peer = marker.get("peer_url") or spec.peer_url or lab_url or spec.advertised_peer_url
-    deps.append(Dependency("reference", peer, "peer URL written into the restored member's membership",
-                           f"--initial-advertise-peer-urls of member {spec.name}"))
+    deps.append(
+        Dependency(
+            "reference",
+            peer,
+            "peer URL written into the restored member's membership",
+            f"--initial-advertise-peer-urls of member {spec.name}",
+        )
+    )
     client = target.get("endpoints") or (marker.get("client") or {}).get("endpoints") or spec.client_url or lab_url
     for url in _as_list(client):
-        deps.append(Dependency("endpoint", url, "the restored etcd, health-checked and verified",
-                               "verify connects to it"))
+        deps.append(
+            Dependency("endpoint", url, "the restored etcd, health-checked and verified", "verify connects to it")
+        )
     if target.get("compare_with"):
         for url in EtcdSettings.from_mapping(target["compare_with"]).endpoints:
-            deps.append(Dependency("endpoint", url, "source etcd that verify compares every key with (optional)",
-                                   "target.compare_with"))
+            deps.append(
+                Dependency(
+                    "endpoint", url, "source etcd that verify compares every key with (optional)", "target.compare_with"
+                )
+            )
     return deps
 
 
@@ -85,4 +93,3 @@ def _as_list(value: Any) -> list[str]:
     if not value:
         return []
     return [v.strip() for v in value.split(",")] if isinstance(value, str) else [str(v) for v in value]
-

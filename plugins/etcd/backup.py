@@ -29,9 +29,13 @@ def discover(source: Mapping[str, Any]) -> Inventory:
     return Inventory(
         counts={"keys": keys, "members": len(members)},
         bytes=int(status.get("dbSize", 0)),
-        details={"endpoint": client.endpoint, "version": status.get("version"), "revision": revision,
-                 "db_size_in_use": int(status.get("dbSizeInUse", 0)),
-                 "cluster_id": status["header"].get("cluster_id")},
+        details={
+            "endpoint": client.endpoint,
+            "version": status.get("version"),
+            "revision": revision,
+            "db_size_in_use": int(status.get("dbSizeInUse", 0)),
+            "cluster_id": status["header"].get("cluster_id"),
+        },
     )
 
 
@@ -64,8 +68,13 @@ def backup(source: Mapping[str, Any], ctx: BackupContext) -> dict[str, Any]:
 
 
 def _stream(client: EtcdClient, status: Mapping[str, Any], ctx: BackupContext) -> StreamedSnapshot:
-    meta = {"format": "etcd-snapshot", "trailer": "sha256", "endpoint": client.endpoint,
-            "etcd_version": status.get("version"), "cluster_id": status["header"].get("cluster_id")}
+    meta = {
+        "format": "etcd-snapshot",
+        "trailer": "sha256",
+        "endpoint": client.endpoint,
+        "etcd_version": status.get("version"),
+        "cluster_id": status["header"].get("cluster_id"),
+    }
     progress = ctx.progress("snapshot", int(status.get("dbSize", 0)) + DIGEST_SIZE)
     # sensitive: etcd holds every Kubernetes Secret (encrypted at rest only if the cluster was set up so)
     with ctx.artifact(SNAPSHOT, meta=meta, sensitive=True) as sink:
@@ -107,8 +116,12 @@ def _revision_facts(client: EtcdClient, revision: int) -> dict[str, Any]:
 
 
 def _member(member: Mapping[str, Any]) -> dict[str, Any]:
-    return {"id": member.get("ID"), "name": member.get("name", ""),
-            "peer_urls": member.get("peerURLs", []), "client_urls": member.get("clientURLs", [])}
+    return {
+        "id": member.get("ID"),
+        "name": member.get("name", ""),
+        "peer_urls": member.get("peerURLs", []),
+        "client_urls": member.get("clientURLs", []),
+    }
 
 
 def failure_domain(endpoint: str, members: list[dict[str, Any]]) -> dict[str, list[str]]:

@@ -126,8 +126,10 @@ class EtcdClient:
         self.endpoint = endpoint or settings.endpoints[0]
         self._http = requests.Session()
         # passed with every request: a Session-level `verify` loses to REQUESTS_CA_BUNDLE (psf/requests#3829)
-        self._tls: dict[str, Any] = {"verify": settings.cacert or True,
-                                     "cert": (settings.cert, settings.key) if settings.cert else None}
+        self._tls: dict[str, Any] = {
+            "verify": settings.cacert or True,
+            "cert": (settings.cert, settings.key) if settings.cert else None,
+        }
 
     def __enter__(self) -> EtcdClient:
         return self
@@ -152,11 +154,17 @@ class EtcdClient:
         except (requests.exceptions.RequestException, OSError) as exc:
             raise SourceError(f"{what} on etcd at {self.endpoint} failed: {_reason(exc)}", UNREACHABLE_HINT) from None
 
-    def _post(self, path: str, body: Mapping[str, Any], *, stream: bool = False,
-              allow: tuple[int, ...] = ()) -> requests.Response:
+    def _post(
+        self, path: str, body: Mapping[str, Any], *, stream: bool = False, allow: tuple[int, ...] = ()
+    ) -> requests.Response:
         with self._errors(path):
-            resp = self._http.post(f"{self.endpoint}{path}", json=dict(body), stream=stream,
-                                   timeout=(self.settings.timeout, self.settings.timeout), **self._tls)
+            resp = self._http.post(
+                f"{self.endpoint}{path}",
+                json=dict(body),
+                stream=stream,
+                timeout=(self.settings.timeout, self.settings.timeout),
+                **self._tls,
+            )
         if resp.status_code != 200 and resp.status_code not in allow:
             raise _http_error(self.endpoint, path, resp)
         return resp
@@ -223,13 +231,24 @@ class EtcdClient:
         if not body or "hash" not in body:
             return None
         header = body.get("header", {})
-        return {"hash": int(body["hash"]), "compact_revision": int(body.get("compact_revision", 0)),
-                "revision": int(header.get("revision", revision))}
+        return {
+            "hash": int(body["hash"]),
+            "compact_revision": int(body.get("compact_revision", 0)),
+            "revision": int(header.get("revision", revision)),
+        }
 
     def _hashkv_etcdctl(self, revision: int) -> dict[str, Any] | None:
-        argv = [etcd_binary("etcdctl"), f"--endpoints={self.endpoint}", *self.settings.tls_flags(),
-                f"--command-timeout={self.settings.timeout:g}s", "-w", "json",
-                "endpoint", "hashkv", f"--rev={revision}"]
+        argv = [
+            etcd_binary("etcdctl"),
+            f"--endpoints={self.endpoint}",
+            *self.settings.tls_flags(),
+            f"--command-timeout={self.settings.timeout:g}s",
+            "-w",
+            "json",
+            "endpoint",
+            "hashkv",
+            f"--rev={revision}",
+        ]
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=self.settings.timeout + 5, check=False)
         except subprocess.TimeoutExpired:

@@ -71,15 +71,19 @@ class RestoreSpec:
         data_dir = Path(str(target["data_dir"])).expanduser().absolute()
         name = str(target.get("name") or "restored")
         component_dir = target.get("component_dir") or (
-            Path(str(target["lab_dir"])) / name if target.get("lab_dir")
+            Path(str(target["lab_dir"])) / name
+            if target.get("lab_dir")
             else data_dir.with_name(f"{data_dir.name}.etcd")
         )
         bump = options.get("bump_revision", DEFAULT_BUMP)
         return cls(
-            data_dir=data_dir, name=name,
+            data_dir=data_dir,
+            name=name,
             token=str(target.get("initial_cluster_token") or f"drtool-{secrets.token_hex(6)}"),
-            peer_url=_url(target, "peer"), client_url=_url(target, "client"),
-            start=bool(target.get("start", False)), tls=bool(target.get("tls", False)),
+            peer_url=_url(target, "peer"),
+            client_url=_url(target, "client"),
+            start=bool(target.get("start", False)),
+            tls=bool(target.get("tls", False)),
             component_dir=Path(str(component_dir)).expanduser().absolute(),
             bump_revision=int(DEFAULT_BUMP if bump is True else bump or 0),
             require_bump=bool(options.get("require_bump_revision", False)),
@@ -99,9 +103,14 @@ class RestoreSpec:
         if state:
             return EtcdServer.from_state(dict(state))  # type: ignore[return-value]
         return EtcdServer(
-            name=self.name, dir=str(self.component_dir), member_name=self.name, cluster_token=self.token,
-            client_port=_port(self.client_url), peer_port=_port(self.peer_url),
-            tls=self.tls, data_path=str(self.data_dir),
+            name=self.name,
+            dir=str(self.component_dir),
+            member_name=self.name,
+            cluster_token=self.token,
+            client_port=_port(self.client_url),
+            peer_port=_port(self.peer_url),
+            tls=self.tls,
+            data_path=str(self.data_dir),
         )
 
 
@@ -178,8 +187,12 @@ def snapshot_status(etcdutl: str, path: Path) -> dict[str, int]:
     """Revision, key count, size and hash of a snapshot file, as etcd reads it."""
     raw = json.loads(_run([etcdutl, "--write-out=json", "snapshot", "status", str(path)], "etcdutl snapshot status"))
     # totalKey counts stored key revisions (history), not live keys
-    return {"revision": int(raw["revision"]), "key_revisions": int(raw["totalKey"]),
-            "total_size": int(raw["totalSize"]), "hash": int(raw["hash"])}
+    return {
+        "revision": int(raw["revision"]),
+        "key_revisions": int(raw["totalKey"]),
+        "total_size": int(raw["totalSize"]),
+        "hash": int(raw["hash"]),
+    }
 
 
 def _bump_flags(etcdutl: str, spec: RestoreSpec) -> tuple[list[str], dict[str, Any]]:
@@ -196,12 +209,20 @@ def _bump_flags(etcdutl: str, spec: RestoreSpec) -> tuple[list[str], dict[str, A
 
 def etcdutl_restore(etcdutl: str, staged: Path, scratch: Path, spec: RestoreSpec, flags: list[str]) -> None:
     argv = [
-        etcdutl, "snapshot", "restore", str(staged),
-        "--name", spec.name,
-        "--initial-cluster", f"{spec.name}={spec.advertised_peer_url}",
-        "--initial-cluster-token", spec.token,
-        "--initial-advertise-peer-urls", spec.advertised_peer_url,
-        "--data-dir", str(scratch),
+        etcdutl,
+        "snapshot",
+        "restore",
+        str(staged),
+        "--name",
+        spec.name,
+        "--initial-cluster",
+        f"{spec.name}={spec.advertised_peer_url}",
+        "--initial-cluster-token",
+        spec.token,
+        "--initial-advertise-peer-urls",
+        spec.advertised_peer_url,
+        "--data-dir",
+        str(scratch),
         *flags,
     ]
     _run(argv, f"etcdutl snapshot restore into {spec.data_dir}")
@@ -310,8 +331,10 @@ def _restore_data(
             _publish(scratch, spec.data_dir)
         except OSError as exc:
             spec.marker_path.unlink(missing_ok=True)
-            raise UsageError(f"cannot move the restored data into {spec.data_dir}: {exc.strerror}",
-                             "something else wrote to data_dir meanwhile; choose a new one") from None
+            raise UsageError(
+                f"cannot move the restored data into {spec.data_dir}: {exc.strerror}",
+                "something else wrote to data_dir meanwhile; choose a new one",
+            ) from None
     finally:
         staged.unlink(missing_ok=True)
         shutil.rmtree(scratch, ignore_errors=True)
@@ -333,17 +356,31 @@ def _check_manifest(ctx: RestoreContext, db_sha: str) -> None:
         )
 
 
-def _marker(ctx: RestoreContext, spec: RestoreSpec, info: ArtifactInfo, db_sha: str,
-            status: Mapping[str, int], bump: Mapping[str, Any]) -> dict[str, Any]:
+def _marker(
+    ctx: RestoreContext,
+    spec: RestoreSpec,
+    info: ArtifactInfo,
+    db_sha: str,
+    status: Mapping[str, int],
+    bump: Mapping[str, Any],
+) -> dict[str, Any]:
     restored = status["revision"] + (bump["requested"] if bump["applied"] else 0)
     return {
-        "version": MARKER_VERSION, "backup_id": ctx.backup_id, "artifact_sha256": info.sha256,
-        "db_sha256": db_sha, "data_dir": str(spec.data_dir), "name": spec.name,
-        "initial_cluster_token": spec.token, "peer_url": spec.advertised_peer_url,
-        "snapshot": dict(status), "restored_revision": restored, "bump_revision": dict(bump),
+        "version": MARKER_VERSION,
+        "backup_id": ctx.backup_id,
+        "artifact_sha256": info.sha256,
+        "db_sha256": db_sha,
+        "data_dir": str(spec.data_dir),
+        "name": spec.name,
+        "initial_cluster_token": spec.token,
+        "peer_url": spec.advertised_peer_url,
+        "snapshot": dict(status),
+        "restored_revision": restored,
+        "bump_revision": dict(bump),
         "source_cluster_id": backup_meta(ctx).get("cluster_id"),
         "restored_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "client": {"endpoints": [spec.client_url]} if spec.client_url else None, "server": None,
+        "client": {"endpoints": [spec.client_url]} if spec.client_url else None,
+        "server": None,
     }
 
 
@@ -356,8 +393,12 @@ def _start(spec: RestoreSpec, marker: dict[str, Any], member: EtcdServer) -> boo
     member.start()
     env = member.env()
     marker["server"] = member.to_state()
-    marker["client"] = {"endpoints": [member.client_url], "cacert": env.get("ETCD_CACERT"),
-                        "cert": env.get("ETCD_CERT"), "key": env.get("ETCD_KEY")}
+    marker["client"] = {
+        "endpoints": [member.client_url],
+        "cacert": env.get("ETCD_CACERT"),
+        "cert": env.get("ETCD_CERT"),
+        "key": env.get("ETCD_KEY"),
+    }
     write_marker(spec.marker_path, marker)
     return True
 

@@ -102,4 +102,3 @@ def copy_snapshot(
             "etcd or the network dropped the connection; retry the backup",
         )
     return StreamedSnapshot(digest.db_size, digest.verify(f"the snapshot from etcd at {endpoint}"), header)
-

@@ -99,21 +99,39 @@ class EtcdServer(Component):
         peer = self.peer_url
         argv = [
             etcd_binary("etcd"),
-            "--name", self.member_name,
-            "--data-dir", str(self.data_dir),
-            "--listen-client-urls", self.client_url,
-            "--advertise-client-urls", self.client_url,
-            "--listen-peer-urls", peer,
-            "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"{self.member_name}={peer}",
-            "--initial-cluster-token", self.cluster_token,
-            "--initial-cluster-state", "new",
-            "--quota-backend-bytes", str(8 * 1024**3),
-            "--log-level", "warn",
+            "--name",
+            self.member_name,
+            "--data-dir",
+            str(self.data_dir),
+            "--listen-client-urls",
+            self.client_url,
+            "--advertise-client-urls",
+            self.client_url,
+            "--listen-peer-urls",
+            peer,
+            "--initial-advertise-peer-urls",
+            peer,
+            "--initial-cluster",
+            f"{self.member_name}={peer}",
+            "--initial-cluster-token",
+            self.cluster_token,
+            "--initial-cluster-state",
+            "new",
+            "--quota-backend-bytes",
+            str(8 * 1024**3),
+            "--log-level",
+            "warn",
         ]
         if self.tls_cert:
-            argv += ["--cert-file", self.tls_cert, "--key-file", self.tls_key,
-                     "--trusted-ca-file", self.tls_ca, "--client-cert-auth"]
+            argv += [
+                "--cert-file",
+                self.tls_cert,
+                "--key-file",
+                self.tls_key,
+                "--trusted-ca-file",
+                self.tls_ca,
+                "--client-cert-auth",
+            ]
         return argv
 
     def ensure_pki(self) -> None:
@@ -147,8 +165,11 @@ class EtcdServer(Component):
     def env(self) -> dict[str, str]:
         env = {"ETCD_ENDPOINTS": self.client_url}
         if self.tls_cert:
-            env |= {"ETCD_CACERT": self.tls_ca, "ETCD_CERT": str(self.client_cert.cert),
-                    "ETCD_KEY": str(self.client_cert.key)}
+            env |= {
+                "ETCD_CACERT": self.tls_ca,
+                "ETCD_CERT": str(self.client_cert.cert),
+                "ETCD_KEY": str(self.client_cert.key),
+            }
         return env
 
     def describe(self) -> str:

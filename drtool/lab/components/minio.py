@@ -56,9 +56,13 @@ class MinioServer(Component):
 
     def argv(self) -> list[str]:
         return [
-            str(minio_binary()), "server", self.data_dir,
-            "--address", f"127.0.0.1:{self.api_port}",
-            "--console-address", f"127.0.0.1:{self.console_port}",
+            str(minio_binary()),
+            "server",
+            self.data_dir,
+            "--address",
+            f"127.0.0.1:{self.api_port}",
+            "--console-address",
+            f"127.0.0.1:{self.console_port}",
         ]
 
     def start(self, timeout: float = 60.0) -> None:
@@ -104,8 +108,7 @@ class MinioServer(Component):
                 aws_access_key_id=self.root_user,
                 aws_secret_access_key=self.root_password,
                 region_name=REGION,
-                config=Config(s3={"addressing_style": "path"},
-                              retries={"mode": "standard", "total_max_attempts": 3}),
+                config=Config(s3={"addressing_style": "path"}, retries={"mode": "standard", "total_max_attempts": 3}),
             )
         return cached
 

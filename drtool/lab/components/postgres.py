@@ -43,8 +43,10 @@ def postgres_bin_dir() -> Path:
     for bin_dir in candidates:
         if (bin_dir / "initdb").is_file() and (bin_dir / "postgres").is_file():
             return bin_dir
-    raise SourceError("PostgreSQL server binaries (initdb, postgres) not found",
-                      "apt-get install postgresql, or set DRTOOL_POSTGRES_BIN to their folder")
+    raise SourceError(
+        "PostgreSQL server binaries (initdb, postgres) not found",
+        "apt-get install postgresql, or set DRTOOL_POSTGRES_BIN to their folder",
+    )
 
 
 def _major_version(bin_dir: Path) -> float:
@@ -89,8 +91,13 @@ class PostgresServer(Component):
 
     def _prepare_run_dir(self, owner: pwd.struct_passwd | None) -> None:
         if not self.run_dir:
-            self.run_dir = str(self.path) if owner is None else tempfile.mkdtemp(
-                prefix=f"drtool-pg-{self.name}-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None)
+            self.run_dir = (
+                str(self.path)
+                if owner is None
+                else tempfile.mkdtemp(
+                    prefix=f"drtool-pg-{self.name}-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None
+                )
+            )
         for folder in (Path(self.run_dir), self.socket_dir):
             folder.mkdir(mode=0o700, exist_ok=True)
             if owner is not None:
@@ -103,23 +110,44 @@ class PostgresServer(Component):
         """Run a server-side program (initdb) to completion, as ``owner`` when given."""
         drop = {} if owner is None else {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
         env = {**os.environ, **({} if owner is None else {"HOME": owner.pw_dir})}
-        result = subprocess.run(argv, cwd=self.run_dir, env=env, capture_output=True, text=True,
-                                timeout=300, check=False, **drop)
+        result = subprocess.run(
+            argv, cwd=self.run_dir, env=env, capture_output=True, text=True, timeout=300, check=False, **drop
+        )
         if result.returncode != 0:
             last = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
             raise SourceError(f"{what} for postgres {self.name} failed: {last[0]}", f"data folder {self.data_dir}")
 
     def _initdb(self, bin_dir: Path, owner: pwd.struct_passwd | None) -> None:
         # --no-sync and the fsync=off below: a lab database is disposable, and syncing makes CI seconds slower
-        self._run_as(owner, [str(bin_dir / "initdb"), "-D", str(self.data_dir), "-U", self.db_user,
-                             "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"], "initdb")
+        self._run_as(
+            owner,
+            [
+                str(bin_dir / "initdb"),
+                "-D",
+                str(self.data_dir),
+                "-U",
+                self.db_user,
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--locale=C",
+                "--no-sync",
+            ],
+            "initdb",
+        )
 
     def argv(self, bin_dir: Path) -> list[str]:
         return [
-            str(bin_dir / "postgres"), "-D", str(self.data_dir), "-p", str(self.port),
-            "-c", "listen_addresses=127.0.0.1",
-            "-c", f"unix_socket_directories={self.socket_dir}",
-            "-c", "fsync=off",
+            str(bin_dir / "postgres"),
+            "-D",
+            str(self.data_dir),
+            "-p",
+            str(self.port),
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            f"unix_socket_directories={self.socket_dir}",
+            "-c",
+            "fsync=off",
         ]
 
     def start(self, timeout: float = 60.0) -> None:
@@ -130,8 +158,9 @@ class PostgresServer(Component):
         fresh = not (self.data_dir / "PG_VERSION").exists()
         if fresh:
             self._initdb(bin_dir, owner)
-        self.pid = process.spawn(self.argv(bin_dir), self.log_path, cwd=Path(self.run_dir),
-                                 user=owner.pw_name if owner else None)
+        self.pid = process.spawn(
+            self.argv(bin_dir), self.log_path, cwd=Path(self.run_dir), user=owner.pw_name if owner else None
+        )
         process.wait_until(self.healthy, timeout, f"postgres {self.name} on 127.0.0.1:{self.port}", self.log_path)
         if fresh:
             self.create_database(self.db_user)  # a default database named like the user, as psql expects
@@ -158,8 +187,20 @@ class PostgresServer(Component):
     def healthy(self) -> bool:
         if not self.running():
             return False
-        argv = [str(postgres_bin_dir() / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port),
-                "-U", self.db_user, "-d", "postgres", "-t", "2"]
+        argv = [
+            str(postgres_bin_dir() / "pg_isready"),
+            "-q",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-U",
+            self.db_user,
+            "-d",
+            "postgres",
+            "-t",
+            "2",
+        ]
         return subprocess.run(argv, capture_output=True, timeout=10, check=False).returncode == 0
 
     def url(self, dbname: str | None = None) -> str:
@@ -170,12 +211,12 @@ class PostgresServer(Component):
         """Create an empty database ``name`` (lowercase letters, digits, underscores) owned by ``db_user``."""
         if not _DB_NAME.match(name):
             raise UsageError(f"invalid database name {name!r}", "use lowercase letters, digits and underscores")
-        argv = [str(postgres_bin_dir() / "createdb"), "-h", "127.0.0.1", "-p", str(self.port),
-                "-U", self.db_user, name]
+        argv = [str(postgres_bin_dir() / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.db_user, name]
         result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
         if result.returncode != 0:
-            raise SourceError(f"creating database {name} in postgres {self.name} failed: "
-                              f"{result.stderr.strip() or result.returncode}")
+            raise SourceError(
+                f"creating database {name} in postgres {self.name} failed: {result.stderr.strip() or result.returncode}"
+            )
 
     def env(self) -> dict[str, str]:
         return {"DRTOOL_TEST_POSTGRES_URL": self.url()}
