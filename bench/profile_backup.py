@@ -1,6 +1,6 @@
 """Where a drtool backup spends its time: cProfile of a library-level ``run_backup`` with the files plugin.
 
-    python bench/profile_backup.py [--input FILE] [--size-mib 256] [--store DIR] [--top 25]
+    python bench/profile_backup.py [--input FILE] [--size-mib 256] [--backend local|minio] [--top 25]
 
 cProfile only sees the thread that enables it, and drtool seals and uploads chunks on a thread pool, so the
 main thread (files plugin -> tar -> sink -> chunker) gets one profiler and every pool thread its own
@@ -22,12 +22,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from store_throughput import INPUT_SEED, RESULTS_DIR, MiB, prepare_input, warm
+from store_throughput import INPUT_SEED, RESULTS_DIR, MiB, MinioBackend, prepare_input, warm
 
 from drtool.backup import run_backup
 from drtool.crypto.master import MasterKey
@@ -36,14 +37,14 @@ from drtool.repo.chunker import StreamChunker
 from drtool.repo.config import ChunkerParams
 from drtool.repo.repository import Repository
 from drtool.repo.writer import BackupSession
-from drtool.store.local import LocalBackend
+from drtool.store import Backend, open_backend
 
 PASSPHRASE = "profile-backup"
 
 
-def profiled_backup(source: Path, store: Path) -> tuple[float, cProfile.Profile, list[cProfile.Profile]]:
-    """Run one backup of ``source`` into a new local store; return wall time and the profiles."""
-    repo = Repository.init(LocalBackend(store), passphrase=PASSPHRASE)
+def profiled_backup(source: Path, backend: Backend) -> tuple[float, cProfile.Profile, list[cProfile.Profile]]:
+    """Run one backup of ``source`` into a new store; return wall time and the profiles."""
+    repo = Repository.init(backend, passphrase=PASSPHRASE)
     workers: dict[int, cProfile.Profile] = {}
     lock = threading.Lock()
     original = BackupSession._store_chunk
@@ -68,6 +69,21 @@ def profiled_backup(source: Path, store: Path) -> tuple[float, cProfile.Profile,
     finally:
         BackupSession._store_chunk = original  # type: ignore[method-assign]
     return seconds, main, list(workers.values())
+
+
+@contextmanager
+def store_backend(kind: str, tmp: Path) -> Iterator[Backend]:
+    """A new local store directory, or a new bucket on a lab MinIO (its AWS_* settings exported for boto3)."""
+    if kind == "local":
+        yield open_backend(str(tmp / "store"))
+        return
+    minio = MinioBackend(tmp / "lab")
+    try:
+        os.environ.update(minio.env())
+        location = minio.new("profile")
+        yield open_backend(location.drtool_url)
+    finally:
+        minio.close()
 
 
 def top(profiles: list[cProfile.Profile], n: int, sort: str) -> str:
@@ -108,7 +124,7 @@ def stage_functions() -> dict[str, Callable[[bytes], Any]]:
         "blake2b-256 keyed (chunk id)": key.chunk_id,
         "zstd level 3": compress,
         "AES-256-GCM seal": lambda data: key.seal(data, b"aad"),
-        "bytes copy": bytes,
+        "bytes copy": lambda data: memoryview(data).tobytes(),
     }
 
 
@@ -136,6 +152,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--input", type=Path, help="file to back up (default: the etcd-like input)")
     parser.add_argument("--size-mib", type=int, default=256, help="size of the generated etcd-like input")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/drtool-store-bench"))
+    parser.add_argument("--backend", choices=("local", "minio"), default="local", help="where the store lives")
     parser.add_argument("--top", type=int, default=25, help="functions to list per profile")
     parser.add_argument("--stages", action=argparse.BooleanOptionalAction, default=True,
                         help="also measure each pipeline stage alone")
@@ -151,9 +168,13 @@ def main(argv: list[str] | None = None) -> int:
         source, _ = prepare_input(args.workdir, "etcd", args.size_mib * MiB)
     warm(source)
     size = source.stat().st_size
-    with tempfile.TemporaryDirectory(prefix="drtool-profile-") as tmp:
-        seconds, main_prof, worker_profs = profiled_backup(source, Path(tmp) / "store")
-    print(f"profiled backup of {source} ({size / MiB:.0f} MiB, seed {INPUT_SEED}): {seconds:.1f} s wall "
+    with (
+        tempfile.TemporaryDirectory(prefix="drtool-profile-") as tmp,
+        store_backend(args.backend, Path(tmp)) as backend,
+    ):
+        seconds, main_prof, worker_profs = profiled_backup(source, backend)
+    print(f"profiled backup of {source} ({size / MiB:.0f} MiB, seed {INPUT_SEED}) into a {args.backend} store: "
+          f"{seconds:.1f} s wall "
           f"({size / seconds / 1e6:.0f} MB/s under the profiler), {len(worker_profs)} worker threads, "
           f"{os.cpu_count()} CPUs\n")
     print("== main thread (plugin -> tar -> ArtifactWriter -> chunker), by own time ==")
@@ -161,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     print("== chunk workers merged (id, dedup check, compress, seal, put), by own time ==")
     print(top(worker_profs, args.top, "tottime"))
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    main_prof.dump_stats(RESULTS_DIR / "profile-main.pstats")
-    pstats.Stats(*worker_profs).dump_stats(RESULTS_DIR / "profile-workers.pstats")
+    main_prof.dump_stats(RESULTS_DIR / f"profile-{args.backend}-main.pstats")
+    pstats.Stats(*worker_profs).dump_stats(RESULTS_DIR / f"profile-{args.backend}-workers.pstats")
     if args.stages:
         chunks = sample_chunks(source, min(size, 256 * MiB))
         print(f"== each stage alone on {sum(map(len, chunks)) / MiB:.0f} MiB ({len(chunks)} chunks) ==")

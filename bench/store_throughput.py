@@ -463,6 +463,8 @@ def environment() -> dict[str, Any]:
     return {
         "cpu": cpu, "cpus": os.cpu_count(), "memory_gib": round(mem_kib / MiB, 1), "kernel": platform.release(),
         "python": platform.python_version(), "drtool": _command_output([sys.executable, "-m", "drtool", "version"]),
+        "drtool_git": _command_output(["git", "-C", str(Path(__file__).resolve().parent), "describe", "--always",
+                                       "--dirty"]),
         "restic": _command_output(["restic", "version"]), "minio": MINIO_VERSION,
         "packages": {p: version(p) for p in ("zstandard", "cryptography", "pyfastcdc", "boto3")},
     }

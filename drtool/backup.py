@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from drtool.catalog import Catalog
 from drtool.errors import SourceError
 from drtool.plugin.contract import Plugin
 from drtool.progress import Progress
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
+
+if TYPE_CHECKING:
+    from drtool.catalog import Catalog  # SQLAlchemy is slow to import; only its user pays
 
 
 def run_backup(

@@ -2,14 +2,15 @@
 
 Subkeys are derived with HKDF-SHA256 so each purpose has its own key:
 - ``aead``: AES-256-GCM for chunks, manifests and other sealed objects (random 96-bit nonces);
-- ``ids``: keyed BLAKE2b-256 for chunk ids, so an id reveals nothing about plaintext without the key;
+- ``ids``: HMAC-SHA-256 for chunk ids, so an id reveals nothing about plaintext without the key (HMAC,
+  not keyed BLAKE2b: SHA-NI makes it about twice as fast on current x86 and ARM servers);
 - ``chunker``: the seed of the content-defined chunker's gear table, so chunk boundaries do not
   fingerprint known files.
 """
 
 from __future__ import annotations
 
-import hashlib
+import hmac
 import os
 import secrets
 
@@ -63,7 +64,7 @@ class MasterKey:
         return cls(secrets.token_bytes(MASTER_KEY_BYTES))
 
     def chunk_id(self, data: bytes | memoryview) -> str:
-        return hashlib.blake2b(data, digest_size=32, key=self.id_key).hexdigest()
+        return hmac.digest(self.id_key, data, "sha256").hex()
 
     def seal(self, plaintext: bytes, aad: bytes) -> bytes:
         return seal(self.aead_key, plaintext, aad)

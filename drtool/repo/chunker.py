@@ -6,8 +6,6 @@ holding back its last (unterminated) piece gives exactly the chunks of cutting t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from pyfastcdc import FastCDC
 
 from drtool.repo.config import ChunkerParams
@@ -25,25 +23,22 @@ class StreamChunker:
         self._window = 4 * params.max_size
         self._buf = bytearray()
 
-    def feed(self, data: bytes | bytearray | memoryview) -> Iterator[bytes]:
-        """Take more input; yield every chunk whose end is now certain."""
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+        """Take more input; return every chunk whose end is now certain (usually none: a cheap call)."""
         self._buf += data
-        if len(self._buf) >= self._window:
-            yield from self._cut(final=False)
+        return self._cut(final=False) if len(self._buf) >= self._window else []
 
-    def finish(self) -> Iterator[bytes]:
-        yield from self._cut(final=True)
+    def finish(self) -> list[bytes]:
+        return self._cut(final=True)
 
-    def _cut(self, final: bool) -> Iterator[bytes]:
+    def _cut(self, final: bool) -> list[bytes]:
         if not self._buf:
-            return
-        # cut a bytes snapshot: the Cython chunks keep views into it, and a bytearray with live views
-        # cannot be resized
-        window = bytes(self._buf)
-        cuts = [(c.offset, c.length) for c in self._cdc.cut_buf(window)]
+            return []
+        view = memoryview(self._buf)
+        cuts = [(c.offset, c.length) for c in self._cdc.cut_buf(view)]
         if not final:
             cuts.pop()  # the last piece ends at the window's edge, not at a cut point
-        for offset, length in cuts:
-            yield window[offset : offset + length]
-        consumed = cuts[-1][0] + cuts[-1][1] if cuts else 0
-        del self._buf[:consumed]
+        chunks = [bytes(view[offset : offset + length]) for offset, length in cuts]
+        view.release()  # the buffer cannot be resized while a view of it is alive
+        del self._buf[: sum(length for _, length in cuts)]
+        return chunks

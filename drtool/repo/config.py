@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import secrets
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -17,7 +17,7 @@ FORMAT_VERSION = 1
 
 class ChunkerParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    algorithm: str = "fastcdc-2020"
+    algorithm: Literal["fastcdc-2020"] = "fastcdc-2020"
     min_size: int = 256 * 1024
     avg_size: int = 1024 * 1024
     max_size: int = 4 * 1024 * 1024
@@ -31,10 +31,10 @@ class StoreConfig(BaseModel):
     store_id: str
     created: str
     chunker: ChunkerParams = ChunkerParams()
-    compression: str = "zstd"
+    compression: Literal["zstd"] = "zstd"
     compression_level: int = 3
-    aead: str = "aes-256-gcm"
-    chunk_id: str = "blake2b-256-keyed"
+    aead: Literal["aes-256-gcm"] = "aes-256-gcm"
+    chunk_id: Literal["hmac-sha256"] = "hmac-sha256"
 
     @classmethod
     def new(cls, **overrides: Any) -> StoreConfig:

@@ -17,6 +17,7 @@ from drtool.crypto.credentials import Credentials
 from drtool.crypto.master import MasterKey
 from drtool.errors import IntegrityError, NotFound, ObjectExists, UsageError
 from drtool.repo import layout
+from drtool.repo.chunk_index import ChunkIndex
 from drtool.repo.config import StoreConfig
 from drtool.repo.manifest import Manifest
 from drtool.store.backend import Backend
@@ -132,12 +133,15 @@ class Repository:
     def has_chunk(self, chunk_id: str) -> bool:
         return self.backend.exists(layout.chunk(chunk_id))
 
-    def put_chunk(self, chunk_id: str, data: bytes | memoryview) -> int:
-        """Store a chunk unless present; returns the bytes written (0 when deduplicated)."""
-        if self.has_chunk(chunk_id):
+    def put_chunk(self, chunk_id: str, data: bytes | memoryview, index: ChunkIndex | None = None) -> int:
+        """Store a chunk unless present (per ``index`` when given); returns the bytes written (0 if deduplicated)."""
+        present = chunk_id in index if index is not None else self.has_chunk(chunk_id)
+        if present:
             return 0
         blob = self.encode_chunk(chunk_id, data)
         self.backend.put(layout.chunk(chunk_id), blob)
+        if index is not None:
+            index.add(chunk_id)
         return len(blob)
 
     def get_chunk(self, chunk_id: str) -> bytes:

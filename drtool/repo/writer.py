@@ -18,6 +18,7 @@ from typing import Any
 from drtool import __version__
 from drtool.errors import DrtoolError, UsageError
 from drtool.progress import NullProgress, Progress
+from drtool.repo.chunk_index import ChunkIndex
 from drtool.repo.chunker import StreamChunker
 from drtool.repo.manifest import ArtifactEntry, Manifest, PluginOutcome, new_backup_id, utc_now
 from drtool.repo.repository import Repository
@@ -68,15 +69,18 @@ class ArtifactWriter:
         self.entry_fields = {"plugin": plugin, "name": name, "meta": dict(meta), "sensitive": sensitive}
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
-        self._sha.update(data)
         self._size += len(data)
-        for chunk in self._chunker.feed(data):
-            self._futures.append(self._session.submit_chunk(chunk))
+        self._submit(self._chunker.feed(data))
         return len(data)
 
-    def close(self) -> ArtifactEntry:
-        for chunk in self._chunker.finish():
+    def _submit(self, chunks: list[bytes]) -> None:
+        # hashing whole chunks, not each write: plugins often write in small records (tar: 10 KiB)
+        for chunk in chunks:
+            self._sha.update(chunk)
             self._futures.append(self._session.submit_chunk(chunk))
+
+    def close(self) -> ArtifactEntry:
+        self._submit(self._chunker.finish())
         chunks = [f.result() for f in self._futures]
         return ArtifactEntry(size=self._size, sha256=self._sha.hexdigest(), chunks=chunks, **self.entry_fields)
 
@@ -140,6 +144,7 @@ class BackupSession:
         self.progress = progress or NullProgress()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-chunk")
         self._slots = threading.BoundedSemaphore(2 * workers)
+        self._index = ChunkIndex(repo.backend)
         self._seen: dict[str, _Upload] = {}
         self._seen_lock = threading.Lock()
 
@@ -168,14 +173,14 @@ class BackupSession:
         assert upload is not None
         if owner:
             try:
-                stored = self.repo.put_chunk(chunk_id, data)
+                stored = self.repo.put_chunk(chunk_id, data, self._index)
                 upload.ok = True
             finally:
                 upload.done.set()
         else:
             # the same chunk is being uploaded by another worker: wait, and only upload if that one failed
             upload.done.wait()
-            stored = 0 if upload.ok else self.repo.put_chunk(chunk_id, data)
+            stored = 0 if upload.ok else self.repo.put_chunk(chunk_id, data, self._index)
         self.stats.add(bytes_read=len(data), chunks=1, bytes_stored=stored, chunks_new=int(stored > 0))
         return chunk_id, len(data)
 
@@ -211,5 +216,6 @@ class BackupSession:
             failure_domain=self.failure_domain,
             stats=dict(self.stats.values),
         )
+        self.repo.backend.sync()  # every chunk durable before the manifest that names them
         self.repo.put_manifest(manifest)
         return manifest

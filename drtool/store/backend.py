@@ -2,8 +2,10 @@
 
 A backend stores immutable named objects. It knows nothing of encryption, chunks or manifests.
 Contract (tested by one conformance suite over every backend, tests/test_backend_conformance.py):
-- ``put`` is atomic and durable: after it returns the whole object is readable, before it nothing is.
-  With ``exclusive=True`` it raises ObjectExists instead of replacing an existing object.
+- ``put`` is atomic: after it returns the whole object is readable, before it nothing is. An
+  ``exclusive=True`` put is also durable when it returns, and raises ObjectExists instead of replacing an
+  existing object; other puts are durable after the next ``sync`` (so a backend may batch directory
+  flushes: the manifest, written exclusively after ``sync``, never names a chunk that could be lost).
 - ``get`` raises NotFound for a missing object, StoreUnavailable when the location cannot be reached.
 - ``list`` yields the names under a prefix, in no promised order.
 - ``delete`` of a missing object is not an error (idempotent).
@@ -27,6 +29,10 @@ class Backend(Protocol):
         ...
 
     def put(self, name: str, data: bytes, *, exclusive: bool = False) -> None: ...
+
+    def sync(self) -> None:
+        """Make every ``put`` that has returned durable (a barrier before a manifest is written)."""
+        ...
 
     def get(self, name: str) -> bytes: ...
 

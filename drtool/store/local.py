@@ -6,6 +6,7 @@ import contextlib
 import errno
 import os
 import secrets
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,8 @@ class LocalBackend:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root).expanduser().resolve()
         self.url = str(self.root)
+        self._unsynced: set[Path] = set()  # directories with new entries not yet fsynced
+        self._unsynced_lock = threading.Lock()
 
     def endpoint(self) -> str:
         return ""
@@ -60,13 +63,26 @@ class LocalBackend:
                 os.unlink(tmp)
             else:
                 os.replace(tmp, path)
-            _fsync_dir(path.parent)
+            if exclusive:
+                _fsync_dir(path.parent)
+            else:
+                with self._unsynced_lock:
+                    self._unsynced.add(path.parent)
         except OSError as exc:
             _unlink_quietly(tmp)
             raise self._io_error("write", name, exc) from exc
         except BaseException:
             _unlink_quietly(tmp)
             raise
+
+    def sync(self) -> None:
+        with self._unsynced_lock:
+            pending, self._unsynced = self._unsynced, set()
+        try:
+            for directory in sorted(pending):
+                _fsync_dir(directory)
+        except OSError as exc:
+            raise self._io_error("flush", str(directory), exc) from exc
 
     def get(self, name: str) -> bytes:
         try:
