@@ -198,3 +198,20 @@ def test_kill_9_at_random_points_leaves_no_visible_backup(cli: Cli, files_setup:
     final = json.loads(cli("backup", "-p", "files", "--json", check=True).stdout)
     assert final["status"] == "complete"
     assert final["stats"]["bytes_stored"] < 1024 * 1024  # everything but small changes was already stored
+
+
+def test_no_plaintext_secret_anywhere_after_backup(cli: Cli, files_setup: tuple[Path, Path], tmp_path: Path) -> None:
+    """A distinctive secret in the source appears in no store object, the catalog, or any output."""
+    src, store = files_setup
+    marker = b"DRTOOL-SEEDED-SECRET-7f3a9c"
+    (src / "token").write_bytes(marker * 50)
+    out = cli("backup", "-p", "files", "--json", check=True)
+    shown = cli("show", "latest", "--json", check=True)
+    listed = cli("list", "--json", check=True)
+    for blob in (out.stdout, out.stderr, shown.stdout, listed.stdout):
+        assert marker.decode() not in blob
+    everything = [p for p in store.rglob("*") if p.is_file()] + [cli.home / "catalog.db"]
+    assert len(everything) > 3
+    for path in everything:
+        data = path.read_bytes()
+        assert marker not in data and cli.env["DRTOOL_PASSPHRASE"].encode() not in data, path
