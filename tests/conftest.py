@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from drtool.lab.build import cache_dir
+
 pytest_plugins = [
     "tests.fixtures.core",
+    "tests.fixtures.etcd",
+    "tests.fixtures.minio",
+    "tests.fixtures.postgres",
+    "tests.fixtures.kube",
 ]
-
-for _optional in ("tests.fixtures.etcd", "tests.fixtures.minio", "tests.fixtures.postgres"):
-    if (Path(__file__).parent / "fixtures" / (_optional.rsplit(".", 1)[1] + ".py")).exists():
-        pytest_plugins.append(_optional)
 
 
 @pytest.fixture(scope="session")
@@ -22,3 +25,20 @@ def lab_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("labs")
     os.environ["DRTOOL_LAB_DIR"] = str(root)
     return root
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_binary_cache() -> Iterator[None]:
+    """Pin DRTOOL_CACHE to this user's cache for the whole session, child processes included.
+
+    `drtool lab up` starts kube-apiserver by default, and the CLI tests run drtool with a temporary HOME:
+    without this, ``~/.cache/drtool`` would point into that HOME and each such test would rebuild
+    kube-apiserver from scratch (minutes, 2.4 GB) instead of reusing the binary CI built once.
+    """
+    before = os.environ.get("DRTOOL_CACHE")
+    os.environ["DRTOOL_CACHE"] = str(cache_dir())
+    yield
+    if before is None:
+        os.environ.pop("DRTOOL_CACHE", None)
+    else:
+        os.environ["DRTOOL_CACHE"] = before

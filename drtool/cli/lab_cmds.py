@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from drtool.cli.state import console
+from drtool.errors import UsageError
 from drtool.lab.components import KINDS
-from drtool.lab.lab import Lab
+from drtool.lab.components.kube_apiserver import KubeApiserver
+from drtool.lab.lab import DEFAULT_KINDS, Lab
 
 app = typer.Typer(help="Start and stop lab platforms built from real components.", no_args_is_help=True)
 
@@ -18,12 +21,13 @@ app = typer.Typer(help="Start and stop lab platforms built from real components.
 def up(
     name: Annotated[str, typer.Option("--name", help="Lab name.")] = "source",
     with_: Annotated[
-        list[str] | None, typer.Option("--with", help=f"Components ({', '.join(KINDS)}); default etcd.")
+        list[str] | None,
+        typer.Option("--with", help=f"Components ({', '.join(KINDS)}); default {' + '.join(DEFAULT_KINDS)}."),
     ] = None,
 ) -> None:
-    """Start a lab (components already running are left alone)."""
+    """Start a lab (components already running are left alone; what a component needs is started too)."""
     lab = Lab.load(name) if name in Lab.names() else Lab(name)
-    lab.up(with_ or ["etcd"])
+    lab.up(with_ or DEFAULT_KINDS)
     console.print(f"lab {name} is up")
     _print_components(lab)
 
@@ -50,7 +54,33 @@ def status() -> None:
 def env(name: Annotated[str, typer.Argument(help="Lab name.")]) -> None:
     """Print shell variables that point clients at the lab: eval "$(drtool lab env source)"."""
     for key, value in Lab.load(name).env().items():
-        typer.echo(f"export {key}={value}")
+        typer.echo(f"export {key}={shlex.quote(value)}")
+
+
+@app.command()
+def seed(
+    name: Annotated[str, typer.Argument(help="Lab name.")],
+    objects: Annotated[
+        int, typer.Option("--objects", min=0, help="Scale to about this many objects (bulk ConfigMaps/Secrets).")
+    ] = 0,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Concurrent API requests.")] = 8,
+) -> None:
+    """Install the upstream CRDs and realistic AI-platform content into a lab's kube-apiserver."""
+    from drtool.lab import kube_seed  # loads YAML and the fixtures: only when seeding
+
+    server = Lab.load(name).first(KubeApiserver.kind)
+    if not isinstance(server, KubeApiserver) or not server.healthy():
+        raise UsageError(f"lab {name} has no running kube-apiserver", f"start one with `drtool lab up --name {name}`")
+    result = kube_seed.seed(server.access(), objects, workers=workers, progress=lambda msg: console.print(msg))
+    table = Table("kind", "objects")
+    for kind, count in sorted(result.counts.items()):
+        table.add_row(kind, str(count))
+    console.print(table)
+    console.print(
+        f"{result.total} objects ({result.created} created, {result.existing} already there) "
+        f"in {result.seconds:.1f}s: {result.rate:.0f} objects/s"
+        + (f"; bulk {result.bulk} at {result.bulk_rate:.0f} objects/s" if result.bulk else "")
+    )
 
 
 def _print_components(lab: Lab) -> None:

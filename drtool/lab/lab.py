@@ -1,6 +1,11 @@
 """Named labs: a set of real servers whose state survives between `drtool lab` invocations.
 
 State lives in ``$DRTOOL_LAB_DIR/<name>/lab.json`` (default ``~/.local/state/drtool/labs``).
+
+Some servers need another one of the same lab (kube-apiserver stores into the lab's etcd): such a
+component has ``requirements()`` (kinds) and ``link(peers)``; ``Lab.start`` starts what is required
+first, then links, then starts, so the dependent always gets the address and TLS files its peer
+actually serves with (an etcd's certificates exist only once it has started).
 """
 
 from __future__ import annotations
@@ -9,13 +14,28 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from drtool.errors import NotFound, UsageError
 from drtool.lab.components import KINDS, Component
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
+DEFAULT_KINDS: tuple[str, ...] = ("etcd", "kube-apiserver")
+
+
+@runtime_checkable
+class Linked(Protocol):
+    """A component that runs against other components of its lab."""
+
+    def requirements(self) -> tuple[str, ...]:
+        """Kinds this component needs running in the same lab (none when pointed elsewhere explicitly)."""
+        ...
+
+    def link(self, peers: Mapping[str, Component]) -> None:
+        """Take what it needs (addresses, client certificates) from the started ``peers``."""
+        ...
 
 
 def labs_root() -> Path:
@@ -62,21 +82,42 @@ class Lab:
         cname = name or kind
         component = KINDS[kind](name=cname, dir=str(self.root / cname), **settings)
         self.components[cname] = component
+        if isinstance(component, Linked) and all(self.first(k) for k in component.requirements()):
+            component.link(self.components)  # usable at once; Lab.start links again (TLS files appear late)
         return component
 
-    def up(self, kinds: Iterable[str] = ("etcd",)) -> None:
-        """Start the named kinds (those already running are left alone); state is saved after each start."""
+    def up(self, kinds: Iterable[str] = DEFAULT_KINDS) -> None:
+        """Start the named kinds and what they require (those already running are left alone).
+
+        State is saved after each start, so a failure half-way leaves a lab `drtool lab down` can stop.
+        """
         for kind in kinds:
-            component = self.components.get(kind) or self.add(kind)
-            if not component.healthy():
-                try:
-                    component.start()
-                finally:
-                    self.save()
+            self.start(self.components.get(kind) or self.add(kind))
         self.save()
 
+    def start(self, component: Component) -> None:
+        """Start one component of this lab unless it is healthy, after the components it requires."""
+        if isinstance(component, Linked):
+            for kind in component.requirements():
+                peer = self.first(kind) or self.add(kind)
+                self.start(peer)
+            component.link(self.components)
+        if not component.healthy():
+            try:
+                component.start()
+            finally:
+                self.save()
+
+    def first(self, kind: str) -> Component | None:
+        """The component named like ``kind``, else the first of that kind (a lab may hold several)."""
+        named = self.components.get(kind)
+        if named is not None and named.kind == kind:
+            return named
+        return next((c for c in self.components.values() if c.kind == kind), None)
+
     def down(self, *, purge: bool = True) -> None:
-        for component in self.components.values():
+        # dependents first: an API server whose etcd vanished under it only fills its log with retries
+        for component in reversed(self.components.values()):
             if purge:
                 component.purge()
             else:

@@ -1,4 +1,4 @@
-"""A small certificate authority for the lab: TLS for etcd now, kube-apiserver and others later.
+"""A small certificate authority for the lab: TLS for etcd, kube-apiserver (and its clients) and others.
 
 Real servers in the lab run with real TLS (mutual TLS for etcd clients), so the code paths that load CA
 bundles and client certificates are exercised the way they are in production. Keys are ECDSA P-256:
@@ -55,6 +55,11 @@ def _write(path: Path, data: bytes, mode: int) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+
+
+def write_private(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write a secret file (a key, a kubeconfig, an encryption config) readable by its owner only."""
+    _write(Path(path), data, 0o600)
 
 
 def _save(directory: Path, name: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> CertFiles:
@@ -164,3 +169,46 @@ def issue(
     if san_entries:
         builder = builder.add_extension(_san(san_entries), critical=False)
     return _save(Path(directory), name, builder.sign(ca_key, hashes.SHA256()), key)
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyPair:
+    """A bare key pair as PEM files (no certificate): e.g. Kubernetes' service-account signing key."""
+
+    key: Path
+    pub: Path
+
+
+def make_key_pair(directory: str | os.PathLike[str], name: str) -> KeyPair:
+    """Create ``<name>.key``/``<name>.pub`` (ECDSA P-256), or return the pair already there.
+
+    kube-apiserver signs service-account tokens with the private key and checks them with the public one;
+    a restored cluster must reuse the very same pair (escrowed), or every token already issued is rejected.
+    """
+    directory = Path(directory)
+    pair = KeyPair(directory / f"{name}.key", directory / f"{name}.pub")
+    if pair.key.exists() and pair.pub.exists():
+        return pair
+    key = ec.generate_private_key(ec.SECP256R1())
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    _write(pair.key, key_pem, 0o600)
+    _write(pair.pub, _public_pem(key), 0o644)
+    return pair
+
+
+def import_key_pair(private_key: str | os.PathLike[str], directory: str | os.PathLike[str], name: str) -> KeyPair:
+    """Copy an existing (escrowed) private key into ``directory`` and derive its public half next to it."""
+    data = Path(private_key).read_bytes()
+    key = serialization.load_pem_private_key(data, password=None)
+    directory = Path(directory)
+    pair = KeyPair(directory / f"{name}.key", directory / f"{name}.pub")
+    _write(pair.key, data, 0o600)
+    _write(pair.pub, _public_pem(key), 0o644)
+    return pair
+
+
+def _public_pem(key: object) -> bytes:
+    public = key.public_key()  # type: ignore[attr-defined]
+    return public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
