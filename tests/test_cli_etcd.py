@@ -32,8 +32,21 @@ def test_tls_backup_and_restore_into_a_new_etcd(
     assert backup["status"] == "complete" and backup["plugins"]["etcd"]["meta"]["keys"] > 400
     assert backup["failure_domain"]["etcd_endpoints"] == [etcd_tls_source.client_url]
     data_dir = tmp_path / "new" / "data"
-    args = ["restore", backup["id"], "-p", "etcd", "-t", f"data_dir={data_dir}", "-t", "name=rebuilt",
-            "-t", "start=true", "-t", f"lab_dir={lab_root / ('cli-' + tmp_path.name)}", "--json"]
+    args = [
+        "restore",
+        backup["id"],
+        "-p",
+        "etcd",
+        "-t",
+        f"data_dir={data_dir}",
+        "-t",
+        "name=rebuilt",
+        "-t",
+        "start=true",
+        "-t",
+        f"lab_dir={lab_root / ('cli-' + tmp_path.name)}",
+        "--json",
+    ]
     restored = json.loads(cli(*args, check=True).stdout)
     server = EtcdServer.from_state(dict(restored["details"]["server"]))
     try:
@@ -58,8 +71,12 @@ def test_etcd_down_gives_one_line_and_no_backup(cli: Cli, tmp_path: Path, etcd_s
 def test_kill_9_during_an_etcd_backup(cli: Cli, tmp_path: Path, etcd_source: EtcdServer) -> None:
     _configure(cli, tmp_path, settings_of(etcd_source))
     for delay in (0.2, 0.5, 0.8):
-        proc = subprocess.Popen([sys.executable, "-m", "drtool", "backup"], env=cli.env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "drtool", "backup"],
+            env=cli.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(delay)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()

@@ -16,8 +16,10 @@ def test_up_status_env_down(cli: Cli, tmp_path: Path) -> None:
     state_file = tmp_path / "labs" / "clitest" / "lab.json"
     assert stat.S_IMODE(state_file.stat().st_mode) == 0o600
     try:
-        env = dict(line.removeprefix("export ").split("=", 1) for line in
-                   cli("lab", "env", "clitest", check=True).stdout.splitlines())
+        env = dict(
+            line.removeprefix("export ").split("=", 1)
+            for line in cli("lab", "env", "clitest", check=True).stdout.splitlines()
+        )
         with urllib.request.urlopen(env["ETCD_ENDPOINTS"] + "/health", timeout=5) as resp:
             assert json.load(resp)["health"] == "true"
         assert "clitest" in cli("lab", "status", check=True).stdout
