@@ -9,6 +9,7 @@ Exit codes (documented in docs/cli.md):
   6  not found (backup, artifact, plugin)
   7  source or target system failure (etcd down, restore target unhealthy)
   8  backup finished but partial (a plugin failed)
+  9  a backup and a live system differ (`drtool diff`)
 """
 
 from __future__ import annotations

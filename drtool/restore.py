@@ -75,5 +75,5 @@ def run_restore(
         )
     ctx.preflight()
     result = plugin.restore(ctx, target, options or {})
-    checks = plugin.verify(ctx, target) if verify else []
+    checks = plugin.verify(ctx, target, options or {}) if verify else []
     return RestoreOutcome(ctx.backup_id, plugin.name, result, checks)

@@ -121,7 +121,7 @@ def test_restore_into_new_member_equals_source_at_snapshot_revision(
     assert etcdctl_dump(settings_of(restored), revision) == etcdctl_dump(source, revision)
     members = gateway(settings_of(restored), "/v3/cluster/member/list", {})["members"]
     assert [m["name"] for m in members] == ["rebuilt-0"]
-    checks = plugin.verify(ctx, target)
+    checks = plugin.verify(ctx, target, {})
     assert not failed(checks), failed(checks)
     names = {c.name for c in checks}
     assert {
@@ -160,7 +160,7 @@ def test_restore_restarts_a_stopped_member_without_touching_its_data(
     again = plugin.restore(ctx, target, {})
     stop_restored.append(again.details)
     assert again.changed and "started" in again.summary
-    assert not failed(plugin.verify(ctx, target))
+    assert not failed(plugin.verify(ctx, target, {}))
 
 
 def test_restore_refuses_a_non_empty_data_dir(etcd_source: EtcdServer, repo: Repository, tmp_path: Path) -> None:
@@ -223,7 +223,7 @@ def test_verify_notices_a_target_that_differs(
     stop_restored.append(result.details)
     restored = settings_of(EtcdServer.from_state(dict(result.details["server"])))
     gateway(restored, "/v3/kv/put", {"key": "L3JlZ2lzdHJ5L3NlY3JldHMvbnMtMS9vYmotMDAwMDE=", "value": "eA=="})
-    bad = {c.name: c for c in failed(plugin.verify(ctx, target))}
+    bad = {c.name: c for c in failed(plugin.verify(ctx, target, {}))}
     assert "revision equals the snapshot's" in bad
     # the comparison reads the target at the restored revision: still equal there
     assert "every key equals the source's" not in bad
@@ -260,7 +260,7 @@ def test_tls_round_trip(
     result = plugin.restore(ctx, target, {})
     stop_restored.append(result.details)
     assert result.details["client"]["endpoints"][0].startswith("https://")
-    checks = plugin.verify(ctx, target)
+    checks = plugin.verify(ctx, target, {})
     assert not failed(checks), failed(checks)
     revision = manifest.plugins["etcd"].meta["revision"]
     restored = settings_of(EtcdServer.from_state(dict(result.details["server"])))

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from drtool import __version__
-from drtool.cli import catalog_cmds, demo_cmd, key_cmds, lab_cmds, store_cmds
+from drtool.cli import catalog_cmds, demo_cmd, diff_cmd, key_cmds, lab_cmds, store_cmds
 from drtool.cli.state import AppState, console, print_json
 from drtool.errors import DrtoolError
 
@@ -57,6 +57,7 @@ def plugins(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
 
 
 store_cmds.register(app)
+app.command()(diff_cmd.diff)
 app.command()(demo_cmd.demo)
 app.add_typer(key_cmds.app, name="key")
 app.add_typer(catalog_cmds.app, name="catalog")

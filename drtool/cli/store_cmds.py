@@ -194,17 +194,27 @@ def restore(
         list[str] | None, typer.Option("--option", "-o", help="Restore option KEY=VALUE (repeatable).")
     ] = None,
     no_verify: Annotated[bool, typer.Option(help="Skip the plugin's post-restore verification.")] = False,
+    dry_run: Annotated[bool, typer.Option(help="Report what would change; write nothing (plugins that can).")] = False,
+    namespace_map: Annotated[
+        list[str] | None, typer.Option("--namespace-map", help="Restore namespace A as B: A=B (repeatable).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Restore a backup into a target. Example: drtool restore latest -p etcd -t data_dir=/var/lib/etcd-2"""
     repo = state(ctx).open_repo()
     with progress() as prog:
+        options = parse_pairs(option, "option")
+        if dry_run:
+            options["dry_run"] = True
+        if namespace_map:
+            parse_pairs(namespace_map, "namespace-map")  # each must be A=B
+            options["namespace_map"] = ",".join(namespace_map)
         outcome = run_restore(
             repo,
             backup_id,
             get_plugin(plugin),
             parse_pairs(target, "target"),
-            options=parse_pairs(option, "option"),
+            options=options,
             verify=not no_verify,
             progress=prog,
         )

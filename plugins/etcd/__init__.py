@@ -51,7 +51,7 @@ class EtcdPlugin:
     def restore(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
         return _restore.run_restore(ctx, target, options)
 
-    def verify(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Check]:
+    def verify(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
         return _verify.run_verify(ctx, target)
 
     def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:

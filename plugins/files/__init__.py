@@ -123,7 +123,7 @@ class FilesPlugin:
         count, size = _walk([dest])
         return RestoreResult(changed=True, summary=f"{count - 1} file(s) restored into {dest}", details={"bytes": size})
 
-    def verify(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Check]:
+    def verify(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
         dest = Path(str(target.get("path"))).expanduser()
         differ: list[str] = []
         total = 0

@@ -1,0 +1,63 @@
+"""`drtool diff`: what differs between a backup and a live system, for plugins that can tell.
+
+A plugin offers this with a ``diff(ctx, target)`` method (beyond the contract) returning an object with
+``equal``, ``summary``, ``tables()`` and ``to_json()``; the kueue plugin does. The command only prints:
+the comparison is the plugin's.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from drtool.cli.state import console, print_json, state
+from drtool.cli.store_cmds import parse_pairs
+from drtool.errors import NotFound, UsageError
+from drtool.plugin.manager import get_plugin, load_plugins
+
+DIFFERENT = 9  # exit code when the backup and the target differ (0: equal; errors keep their own codes)
+
+
+def diff(
+    ctx: typer.Context,
+    backup_id: Annotated[str, typer.Argument(help="Backup id, unique prefix or 'latest'.")],
+    plugin: Annotated[str, typer.Option("--plugin", "-p", help="Which plugin's view to compare (kueue).")],
+    target: Annotated[
+        list[str] | None, typer.Option("--target", "-t", help="Live system setting KEY=VALUE (repeatable).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """Compare a backup with a live system; exit 0 when equal, 9 when they differ.
+
+    Example: drtool diff latest --plugin kueue --target kubeconfig=/etc/kubernetes/admin.conf
+    """
+    chosen = get_plugin(plugin)
+    compare = getattr(chosen, "diff", None)
+    if compare is None:
+        able = sorted(name for name, p in load_plugins().items() if hasattr(p, "diff"))
+        raise UsageError(
+            f"plugin {plugin} cannot compare a backup with a live system", f"diff supports: {', '.join(able)}"
+        )
+    repo = state(ctx).open_repo()
+    rctx = repo.restore_context(backup_id, chosen.name)
+    if not rctx.artifacts:
+        raise NotFound(f"backup {rctx.backup_id} holds nothing from plugin {plugin}", "`drtool show ID` lists it")
+    rctx.preflight()  # every chunk present, before the live system is contacted
+    result = compare(rctx, parse_pairs(target, "target"))
+    _print(result, as_json)
+    if not result.equal:
+        raise typer.Exit(DIFFERENT)
+
+
+def _print(result: Any, as_json: bool) -> None:
+    if as_json:
+        print_json(result.to_json())
+        return
+    console.print(result.summary)
+    for title, columns, rows in result.tables():
+        table = Table(*columns, title=title)
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)

@@ -1,0 +1,153 @@
+"""Did the Kueue configuration arrive whole? The target read back and compared with the backup.
+
+Two views, both needed: object by object (the kubernetes plugin's ``check_type``: counts, content hashes,
+a diff of what differs), and Kueue's own meaning — quotas per ClusterQueue/Cohort, flavor and resource,
+LocalQueue -> ClusterQueue, the cohort tree, every reference resolving in the target, and no ClusterQueue
+that Kueue reports Inactive. Objects the target has beyond the backup are listed, not failed.
+Without a Kueue controller in the target (the lab runs none) no status is computed: a ClusterQueue then
+has no ``Active`` condition at all, which the check says instead of guessing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from drtool_plugins.kubernetes.apply import Existing
+from drtool_plugins.kubernetes.client import KubeClient
+from drtool_plugins.kubernetes.discovery import ResourceType
+from drtool_plugins.kubernetes.verify import check_type, crds_established
+
+from drtool.errors import DrtoolError
+from drtool.plugin.contract import Check, RestoreContext
+
+from .bundle import Bundle, load
+from .cluster import Served, connect, served
+from .diff import LinkChange, QuotaChange, compare_links, compare_quotas, live_objects
+from .kinds import CLUSTER_QUEUES, CRDS, NAMESPACES
+from .quotas import View
+from .restore import Options, check_references
+
+MAX_LISTED = 5
+
+
+def run_verify(ctx: RestoreContext, target: Mapping[str, Any], opts: Options) -> list[Check]:
+    if opts.base.dry_run:
+        return [Check("kueue: dry run", True, "the restore was a dry run: nothing to verify")]
+    try:
+        bundle = load(ctx)
+        client = connect(target)
+        here = served(client)
+        live = live_objects(client, here)
+    except DrtoolError as exc:
+        return [Check("kueue: target reachable", False, exc.one_line())]
+    checks = [_guard(t.key, lambda t=t: _renamed(check_type(ctx, client, t, {}, False))) for t in _compared(bundle)]
+    checks.append(
+        _guard("CRDs Established", lambda: _renamed(crds_established(ctx, client, list(bundle.types.values()))))
+    )
+    checks.append(_guard("namespaces", lambda: namespaces_exist(bundle, client, here)))
+    checks += semantic_checks(View.build(bundle.objects()), View.build(live))
+    allowed = set(opts.allow_missing)
+    checks.append(_guard("references", lambda: references_resolve(bundle, client, here, allowed)))
+    checks.append(queues_active(bundle, live.get(CLUSTER_QUEUES, [])))
+    return checks
+
+
+def _compared(bundle: Bundle) -> list[ResourceType]:
+    """Types compared object by object: not CRDs (a target's own Kueue CRDs may be newer) and not
+    namespaces (an existing one keeps its labels: only existence is checked)."""
+    return [t for k, t in sorted(bundle.types.items()) if k not in (CRDS, NAMESPACES)]
+
+
+def _renamed(check: Check) -> Check:
+    return Check(check.name.replace("kubernetes:", "kueue:", 1), check.ok, check.detail)
+
+
+def _guard(name: str, fn: Callable[[], Check]) -> Check:
+    try:
+        return fn()
+    except DrtoolError as exc:
+        return Check(f"kueue: {name}", False, exc.one_line())
+
+
+def _names(items: list[str]) -> str:
+    more = f" (+{len(items) - MAX_LISTED} more)" if len(items) > MAX_LISTED else ""
+    return ", ".join(items[:MAX_LISTED]) + more
+
+
+def namespaces_exist(bundle: Bundle, client: KubeClient, here: Served) -> Check:
+    """Only existence: a namespace that was already there keeps its own labels (the restore leaves it)."""
+    wanted = sorted(bundle.names(NAMESPACES))
+    present = set(Existing(client).of(here.types[NAMESPACES]) or {}) if wanted else set()
+    absent = [n for n in wanted if n not in present]
+    return Check("kueue: namespaces", not absent, f"missing: {_names(absent)}" if absent else f"{len(wanted)} present")
+
+
+def semantic_checks(backup: View, target: View) -> list[Check]:
+    """Quotas, LocalQueue -> ClusterQueue, cohort tree: what differs for the backup's objects fails."""
+    quotas = compare_quotas(backup, target)
+    links = compare_links(backup, target)
+    wiring = [c for c in links if c.kind == "LocalQueue"]
+    tree = [c for c in links if c.kind != "LocalQueue"]
+    return [
+        _check("quotas", quotas, len(backup.quotas), "quota entries (queue, flavor, resource)", _quota_line),
+        _check("LocalQueue -> ClusterQueue", wiring, len(backup.local_queues), "LocalQueues", _link_line),
+        _check(
+            "cohort tree",
+            tree,
+            len(backup.parent_of) + len(backup.cohort_of),
+            "Cohort parents and CQ cohorts",
+            _link_line,
+        ),
+    ]
+
+
+def _quota_line(q: QuotaChange) -> str:
+    return f"{q.key}: {q.state}" + (
+        f" ({', '.join(f'{f} {q.cell(f)}' for f in q.fields)})" if q.backup and q.target else ""
+    )
+
+
+def _link_line(c: LinkChange) -> str:
+    return f"{c.kind} {c.name} {c.field}: {c.backup!r} → {c.target!r}"
+
+
+def _check(name: str, changes: list[Any], total: int, what: str, line: Callable[[Any], str]) -> Check:
+    bad = [c for c in changes if c.backup is not None]
+    extra = len(changes) - len(bad)
+    detail = f"{total - len(bad)} of {total} {what} equal" + (f" (+{extra} only in target)" if extra else "")
+    if bad:
+        detail += "\n" + "\n".join(line(c) for c in bad[:MAX_LISTED])
+    return Check(f"kueue: {name}", not bad, detail)
+
+
+def references_resolve(bundle: Bundle, client: KubeClient, here: Served, allowed: set[str]) -> Check:
+    """Every name the restored objects carry exists in the target (itself, not in the backup)."""
+    refs = check_references(bundle, client, here, Existing(client), in_backup=False)
+    bad = [m for m in refs if m.rule not in allowed]
+    lines = [f"{m} ({m.effect})" for m in bad[:MAX_LISTED]]
+    accepted = len(refs) - len(bad)
+    if accepted:
+        lines.append(f"{accepted} missing reference(s) accepted by allow_missing")
+    return Check("kueue: references", not bad, "\n".join(lines) or "every reference resolves in the target")
+
+
+def queues_active(bundle: Bundle, live: list[dict[str, Any]]) -> Check:
+    """Kueue's own verdict, where a controller has given one: no restored ClusterQueue may be Inactive."""
+    names = bundle.names(CLUSTER_QUEUES)
+    verdicts: dict[str, dict[str, Any]] = {}
+    for cq in live:
+        if cq["metadata"]["name"] in names:
+            conditions = (cq.get("status") or {}).get("conditions") or []
+            active = next((c for c in conditions if c.get("type") == "Active"), None)
+            if active is not None:
+                verdicts[cq["metadata"]["name"]] = active
+    inactive = [f"{n}: {c.get('reason')} {c.get('message', '')}".strip() for n, c in sorted(verdicts.items())
+                if c.get("status") != "True"]  # fmt: skip
+    unknown = len(names) - len(verdicts)
+    detail = f"{len(verdicts) - len(inactive)} of {len(names)} ClusterQueues Active"
+    if unknown:
+        detail += f"; {unknown} without an Active condition (no Kueue controller has reported status in the target)"
+    if inactive:
+        detail += "\n" + "\n".join(inactive[:MAX_LISTED])
+    return Check("kueue: ClusterQueues Active", not inactive, detail)
