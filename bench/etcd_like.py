@@ -145,9 +145,15 @@ class ObjectFactory:
         for i in range(extra_labels):
             labels[f"team.example.com/label-{i}"] = f"value-{self.rng.randrange(20)}"
         return {
-            "name": name, "generateName": None, "namespace": namespace, "selfLink": None, "uid": self.uid(),
-            "resourceVersion": str(self.revision), "generation": 1,
-            "creationTimestamp": self.timestamp(), "labels": labels,
+            "name": name,
+            "generateName": None,
+            "namespace": namespace,
+            "selfLink": None,
+            "uid": self.uid(),
+            "resourceVersion": str(self.revision),
+            "generation": 1,
+            "creationTimestamp": self.timestamp(),
+            "labels": labels,
             "annotations": Map({"example.com/owner": f"user-{self.rng.randrange(500)}@example.com"}),
             "managedFields": [],
         }
@@ -160,8 +166,14 @@ class ObjectFactory:
             value = obj.get(section)
             if isinstance(value, dict):
                 fields[f"f:{section}"] = {".": {}, **{f"f:{k}": {} for k in value}}
-        return {"manager": manager, "operation": "Update", "apiVersion": obj["apiVersion"], "time": self.timestamp(),
-                "fieldsType": "FieldsV1", "fieldsV1": {"raw": json.dumps(fields, separators=(",", ":"))}}
+        return {
+            "manager": manager,
+            "operation": "Update",
+            "apiVersion": obj["apiVersion"],
+            "time": self.timestamp(),
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"raw": json.dumps(fields, separators=(",", ":"))},
+        }
 
     def touch(self, obj: dict[str, Any], manager: str) -> None:
         obj["metadata"]["resourceVersion"] = str(self.revision)
@@ -172,19 +184,33 @@ class ObjectFactory:
     def event(self) -> dict[str, Any]:
         ns = self.namespace()
         pod = f"trainer-{self.rng.randrange(3000)}-{self.rng.getrandbits(20):05x}"
-        reason, message = self.rng.choice((
-            ("Pulled", f'Successfully pulled image "registry.example.com/{ns}/trainer:v1.{self.rng.randrange(40)}.0" '
-                       f"in {self.rng.uniform(0.5, 90):.3f}s"),
-            ("Scheduled", f"Successfully assigned {ns}/{pod} to gpu-node-{self.rng.randrange(64)}"),
-            ("BackOff", "Back-off restarting failed container trainer in pod " + pod),
-            ("Created", "Created container trainer"),
-        ))
+        reason, message = self.rng.choice(
+            (
+                (
+                    "Pulled",
+                    f'Successfully pulled image "registry.example.com/{ns}/trainer:v1.{self.rng.randrange(40)}.0" '
+                    f"in {self.rng.uniform(0.5, 90):.3f}s",
+                ),
+                ("Scheduled", f"Successfully assigned {ns}/{pod} to gpu-node-{self.rng.randrange(64)}"),
+                ("BackOff", "Back-off restarting failed container trainer in pod " + pod),
+                ("Created", "Created container trainer"),
+            )
+        )
         meta = self.metadata(f"{pod}.{self.rng.getrandbits(64):x}", ns, "trainer", 0)
         source = {"component": "kubelet", "host": f"gpu-node-{self.rng.randrange(64)}"}
-        return {"apiVersion": "v1", "kind": "Event", "metadata": meta,
-                "involvedObject": {"kind": "Pod", "namespace": ns, "name": pod, "uid": self.uid(), "apiVersion": "v1"},
-                "reason": reason, "message": message, "source": source,
-                "firstTimestamp": self.timestamp(), "lastTimestamp": self.timestamp(), "count": 1, "type": "Normal"}
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": meta,
+            "involvedObject": {"kind": "Pod", "namespace": ns, "name": pod, "uid": self.uid(), "apiVersion": "v1"},
+            "reason": reason,
+            "message": message,
+            "source": source,
+            "firstTimestamp": self.timestamp(),
+            "lastTimestamp": self.timestamp(),
+            "count": 1,
+            "type": "Normal",
+        }
 
     def update_event(self, obj: dict[str, Any]) -> None:
         obj["count"] += 1
@@ -192,9 +218,12 @@ class ObjectFactory:
 
     def lease(self) -> dict[str, Any]:
         node = f"gpu-node-{self.rng.randrange(400)}"
-        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": self.metadata(node, "kube-node-lease", "kubelet", 0),
-                "spec": {"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": self.timestamp()}}
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": self.metadata(node, "kube-node-lease", "kubelet", 0),
+            "spec": {"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": self.timestamp()},
+        }
 
     def update_lease(self, obj: dict[str, Any]) -> None:
         obj["spec"]["renewTime"] = self.timestamp()
@@ -203,14 +232,24 @@ class ObjectFactory:
         ns = self.namespace()
         data = Map()
         for i in range(self.rng.randrange(1, 6)):
-            lines = [f"{k}_{j} = {self.rng.choice(('true', 'false', str(self.rng.randrange(10**6)), self.b64(12)))}"
-                     for j, k in enumerate(self.rng.choices(("batch_size", "learning_rate", "endpoint", "replicas",
-                                                             "timeout", "feature_flag"), k=self.rng.randrange(5, 60)))]
+            lines = [
+                f"{k}_{j} = {self.rng.choice(('true', 'false', str(self.rng.randrange(10**6)), self.b64(12)))}"
+                for j, k in enumerate(
+                    self.rng.choices(
+                        ("batch_size", "learning_rate", "endpoint", "replicas", "timeout", "feature_flag"),
+                        k=self.rng.randrange(5, 60),
+                    )
+                )
+            ]
             data[f"config-{i}.ini"] = "[main]\n" + "\n".join(lines) + "\n"
         if self.rng.random() < 0.35:
             data["model.bin.b64"] = self.b64(self.rng.randrange(256, 6000))
-        obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": self.metadata(self.name("cm"), ns, "trainer"),
-               "data": data}
+        obj = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": self.metadata(self.name("cm"), ns, "trainer"),
+            "data": data,
+        }
         self.touch(obj, "kubectl-client-side-apply")
         return obj
 
@@ -220,8 +259,13 @@ class ObjectFactory:
 
     def secret(self) -> dict[str, Any]:
         meta = self.metadata(self.name("secret"), self.namespace(), "trainer")
-        data = Map({"tls.crt": self.rng.randbytes(self.rng.randrange(900, 2000)),
-                    "tls.key": self.rng.randbytes(self.rng.randrange(200, 1700)), "token": self.rng.randbytes(32)})
+        data = Map(
+            {
+                "tls.crt": self.rng.randbytes(self.rng.randrange(900, 2000)),
+                "tls.key": self.rng.randbytes(self.rng.randrange(200, 1700)),
+                "token": self.rng.randbytes(32),
+            }
+        )
         obj = {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": data, "type": "kubernetes.io/tls"}
         self.touch(obj, "cert-manager")
         return obj
@@ -232,24 +276,46 @@ class ObjectFactory:
     def pod(self) -> dict[str, Any]:
         ns = self.namespace()
         name = f"trainer-{self.rng.randrange(3000)}-{self.rng.getrandbits(20):05x}"
-        containers = [{
-            "name": f"worker-{i}", "image": f"registry.example.com/{ns}/trainer:v1.{self.rng.randrange(40)}.0",
-            "command": ["python", "-m", "train", f"--shard={i}"],
-            "env": [{"name": f"TRAIN_{k.upper()}", "value": str(self.rng.randrange(10**4))}
-                    for k in ("epochs", "batch", "workers", "seed", "lr_milli", "warmup")],
-            "resources": {"limits": Map({"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"}),
-                          "requests": Map({"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "1"})},
-            "volumeMounts": [{"name": "data", "mountPath": "/data"}, {"name": "kube-api-access", "mountPath":
-                              "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": True}],
-        } for i in range(self.rng.randrange(1, 4))]
+        containers = [
+            {
+                "name": f"worker-{i}",
+                "image": f"registry.example.com/{ns}/trainer:v1.{self.rng.randrange(40)}.0",
+                "command": ["python", "-m", "train", f"--shard={i}"],
+                "env": [
+                    {"name": f"TRAIN_{k.upper()}", "value": str(self.rng.randrange(10**4))}
+                    for k in ("epochs", "batch", "workers", "seed", "lr_milli", "warmup")
+                ],
+                "resources": {
+                    "limits": Map({"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"}),
+                    "requests": Map({"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "1"}),
+                },
+                "volumeMounts": [
+                    {"name": "data", "mountPath": "/data"},
+                    {
+                        "name": "kube-api-access",
+                        "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                        "readOnly": True,
+                    },
+                ],
+            }
+            for i in range(self.rng.randrange(1, 4))
+        ]
         meta = self.metadata(name, ns, "trainer", 4)
         meta["annotations"]["checksum/config"] = self.b64(32)
         meta["annotations"]["example.com/launch-token"] = self.b64(self.rng.randrange(64, 512))
-        obj = {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-               "spec": {"containers": containers, "restartPolicy": "Never",
-                        "nodeName": f"gpu-node-{self.rng.randrange(400)}",
-                        "serviceAccountName": "trainer", "schedulerName": "default-scheduler"},
-               "status": {"phase": "Pending", "conditions": [], "podIP": None, "startTime": self.timestamp()}}
+        obj = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": meta,
+            "spec": {
+                "containers": containers,
+                "restartPolicy": "Never",
+                "nodeName": f"gpu-node-{self.rng.randrange(400)}",
+                "serviceAccountName": "trainer",
+                "schedulerName": "default-scheduler",
+            },
+            "status": {"phase": "Pending", "conditions": [], "podIP": None, "startTime": self.timestamp()},
+        }
         self.touch(obj, "kube-scheduler")
         return obj
 
@@ -264,24 +330,40 @@ class ObjectFactory:
 
     def custom_resource(self) -> dict[str, Any]:
         ns = self.namespace()
-        group, kind = self.rng.choice((("kubeflow.org/v1", "NotebookCR"), ("ray.io/v1", "RayClusterCR"),
-                                       ("serving.kserve.io/v1beta1", "InferenceServiceCR")))
-        spec = {"replicas": self.rng.randrange(1, 9),
-                "image": f"registry.example.com/{ns}/serve:v2.{self.rng.randrange(30)}",
-                "resources": {"limits": {"nvidia.com/gpu": str(self.rng.randrange(1, 9))}},
-                "storageUri": f"s3://models-{ns}/{self.uid()}/model",
-                "caBundle": self.b64(self.rng.randrange(600, 1400))}
+        group, kind = self.rng.choice(
+            (
+                ("kubeflow.org/v1", "NotebookCR"),
+                ("ray.io/v1", "RayClusterCR"),
+                ("serving.kserve.io/v1beta1", "InferenceServiceCR"),
+            )
+        )
+        spec = {
+            "replicas": self.rng.randrange(1, 9),
+            "image": f"registry.example.com/{ns}/serve:v2.{self.rng.randrange(30)}",
+            "resources": {"limits": {"nvidia.com/gpu": str(self.rng.randrange(1, 9))}},
+            "storageUri": f"s3://models-{ns}/{self.uid()}/model",
+            "caBundle": self.b64(self.rng.randrange(600, 1400)),
+        }
         meta = self.metadata(self.name(kind.lower()[:-2]), ns, "serving")
-        obj = {"apiVersion": group, "kind": kind, "metadata": meta,
-               "spec": spec, "status": {"state": "Pending", "observedGeneration": 1}}
+        obj = {
+            "apiVersion": group,
+            "kind": kind,
+            "metadata": meta,
+            "spec": spec,
+            "status": {"state": "Pending", "observedGeneration": 1},
+        }
         obj["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = json.dumps(
-            {"apiVersion": group, "kind": kind, "spec": spec})
+            {"apiVersion": group, "kind": kind, "spec": spec}
+        )
         self.touch(obj, "kubectl-client-side-apply")
         return obj
 
     def update_custom_resource(self, obj: dict[str, Any]) -> None:
-        obj["status"] = {"state": self.rng.choice(("Ready", "Progressing", "Degraded")),
-                         "observedGeneration": obj["status"]["observedGeneration"] + 1, "lastUpdate": self.timestamp()}
+        obj["status"] = {
+            "state": self.rng.choice(("Ready", "Progressing", "Degraded")),
+            "observedGeneration": obj["status"]["observedGeneration"] + 1,
+            "lastUpdate": self.timestamp(),
+        }
         self.touch(obj, "controller")
 
 
@@ -303,11 +385,14 @@ def records(seed: int) -> Iterator[tuple[bytes, bytes]]:
     """Endless (revision key, mvccpb.KeyValue) pairs, in revision order, as etcd's ``key`` bucket holds them."""
     rng = random.Random(seed)
     factory = ObjectFactory(rng)
-    makers = {"events": (factory.event, factory.update_event), "pods": (factory.pod, factory.update_pod),
-              "leases": (factory.lease, factory.update_lease),
-              "configmaps": (factory.configmap, factory.update_configmap),
-              "crs": (factory.custom_resource, factory.update_custom_resource),
-              "secrets": (factory.secret, factory.update_secret)}
+    makers = {
+        "events": (factory.event, factory.update_event),
+        "pods": (factory.pod, factory.update_pod),
+        "leases": (factory.lease, factory.update_lease),
+        "configmaps": (factory.configmap, factory.update_configmap),
+        "crs": (factory.custom_resource, factory.update_custom_resource),
+        "secrets": (factory.secret, factory.update_secret),
+    }
     recent: dict[str, list[tuple[dict[str, Any], int, int]]] = {k: [] for k in _KINDS}
     while True:
         kind = rng.choices(_KINDS, _KIND_WEIGHTS)[0]
@@ -326,9 +411,16 @@ def records(seed: int) -> Iterator[tuple[bytes, bytes]]:
         value = encode_object(obj)
         if kind == "secrets" and rng.random() < 0.5:
             value = _encrypted(rng, value)
-        kv = pb_message({"key": _registry_key(obj), "create_revision": created, "mod_revision": factory.revision,
-                         "version": version, "value": value,
-                         "lease": rng.getrandbits(62) if kind == "events" else None})
+        kv = pb_message(
+            {
+                "key": _registry_key(obj),
+                "create_revision": created,
+                "mod_revision": factory.revision,
+                "version": version,
+                "value": value,
+                "lease": rng.getrandbits(62) if kind == "events" else None,
+            }
+        )
         yield struct.pack(">Q", factory.revision) + b"_" + struct.pack(">Q", 0), kv
         factory.revision += 1
 
@@ -430,10 +522,12 @@ class _BoltWriter:
 
     def finish(self, txid: int) -> None:
         """Write the upper branch levels, the root bucket, padding, the freelist, then the two meta pages."""
-        level = self.branches + [(k, p) for k, p in self.index[len(self.branches) * BRANCH_FANOUT:]]
+        level = self.branches + [(k, p) for k, p in self.index[len(self.branches) * BRANCH_FANOUT :]]
         while len(level) > 1:
-            level = [(group[0][0], self._append(branch_page(self.next_id, group)))
-                     for group in (level[i:i + BRANCH_FANOUT] for i in range(0, len(level), BRANCH_FANOUT))]
+            level = [
+                (group[0][0], self._append(branch_page(self.next_id, group)))
+                for group in (level[i : i + BRANCH_FANOUT] for i in range(0, len(level), BRANCH_FANOUT))
+            ]
         bucket = struct.pack("<QQ", level[0][1], 0)  # bbolt bucket header: root page id, sequence
         root = self._append(leaf_page(self.next_id, [(b"key", bucket)], flags=BUCKET_LEAF_FLAG))
         remaining = self.total_pages - self.next_id

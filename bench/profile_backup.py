@@ -154,8 +154,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/drtool-store-bench"))
     parser.add_argument("--backend", choices=("local", "minio"), default="local", help="where the store lives")
     parser.add_argument("--top", type=int, default=25, help="functions to list per profile")
-    parser.add_argument("--stages", action=argparse.BooleanOptionalAction, default=True,
-                        help="also measure each pipeline stage alone")
+    parser.add_argument(
+        "--stages", action=argparse.BooleanOptionalAction, default=True, help="also measure each pipeline stage alone"
+    )
     return parser.parse_args(argv)
 
 
@@ -173,10 +174,12 @@ def main(argv: list[str] | None = None) -> int:
         store_backend(args.backend, Path(tmp)) as backend,
     ):
         seconds, main_prof, worker_profs = profiled_backup(source, backend)
-    print(f"profiled backup of {source} ({size / MiB:.0f} MiB, seed {INPUT_SEED}) into a {args.backend} store: "
-          f"{seconds:.1f} s wall "
-          f"({size / seconds / 1e6:.0f} MB/s under the profiler), {len(worker_profs)} worker threads, "
-          f"{os.cpu_count()} CPUs\n")
+    print(
+        f"profiled backup of {source} ({size / MiB:.0f} MiB, seed {INPUT_SEED}) into a {args.backend} store: "
+        f"{seconds:.1f} s wall "
+        f"({size / seconds / 1e6:.0f} MB/s under the profiler), {len(worker_profs)} worker threads, "
+        f"{os.cpu_count()} CPUs\n"
+    )
     print("== main thread (plugin -> tar -> ArtifactWriter -> chunker), by own time ==")
     print(top([main_prof], args.top, "tottime"))
     print("== chunk workers merged (id, dedup check, compress, seal, put), by own time ==")

@@ -189,7 +189,7 @@ class BucketLocation:
     def remove(self) -> None:
         keys = [{"Key": obj["Key"]} for obj in self._objects()]
         for i in range(0, len(keys), 1000):
-            self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": keys[i:i + 1000], "Quiet": True})
+            self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": keys[i : i + 1000], "Quiet": True})
         self.client.delete_bucket(Bucket=self.bucket)
 
 
@@ -262,8 +262,11 @@ def drtool_commands(loc: Location, source: Path, home: Path, backend_env: dict[s
         "DRTOOL_PASSPHRASE": PASSPHRASE,
     }
     drtool = [sys.executable, "-m", "drtool"]
-    return Commands(env, [*drtool, "init", "--store", loc.drtool_url, "--no-save"],
-                    [*drtool, "--store", loc.drtool_url, "backup", "-p", "files", "--json"])
+    return Commands(
+        env,
+        [*drtool, "init", "--store", loc.drtool_url, "--no-save"],
+        [*drtool, "--store", loc.drtool_url, "backup", "-p", "files", "--json"],
+    )
 
 
 def restic_commands(loc: Location, source: Path, home: Path, backend_env: dict[str, str]) -> Commands:
@@ -276,7 +279,8 @@ def restic_commands(loc: Location, source: Path, home: Path, backend_env: dict[s
 
 
 COMMANDS: dict[str, Callable[[Location, Path, Path, dict[str, str]], Commands]] = {
-    "drtool": drtool_commands, "restic": restic_commands,
+    "drtool": drtool_commands,
+    "restic": restic_commands,
 }
 
 
@@ -317,8 +321,13 @@ def measure(argv: list[str], env: dict[str, str], log: Path, tool: str) -> Measu
     if proc.returncode != 0:
         tail = log.with_suffix(".err").read_text(errors="replace").strip().splitlines()[-5:]
         raise BenchError(f"{' '.join(argv)} exited {proc.returncode}:\n  " + "\n  ".join(tail))
-    return Measurement(round(seconds, 3), usage.ru_maxrss, round(usage.ru_utime + usage.ru_stime, 3),
-                       loadavg, tool_report(tool, stdout))
+    return Measurement(
+        round(seconds, 3),
+        usage.ru_maxrss,
+        round(usage.ru_utime + usage.ru_stime, 3),
+        loadavg,
+        tool_report(tool, stdout),
+    )
 
 
 @dataclasses.dataclass
@@ -371,8 +380,19 @@ def run_once(backend: Backend, tool: str, input_name: str, source: Path, run: in
     finally:
         loc.remove()
         shutil.rmtree(home, ignore_errors=True)
-    return RunResult(backend.name, input_name, tool, run, source.stat().st_size, init, first, second,
-                     after_init, after_first, after_second)
+    return RunResult(
+        backend.name,
+        input_name,
+        tool,
+        run,
+        source.stat().st_size,
+        init,
+        first,
+        second,
+        after_init,
+        after_first,
+        after_second,
+    )
 
 
 # --- summary ---------------------------------------------------------------------------------------
@@ -388,25 +408,32 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     keys = dict.fromkeys((r["backend"], r["input"], r["tool"]) for r in results)
     for backend, input_name, tool in keys:
         runs = [r for r in results if (r["backend"], r["input"], r["tool"]) == (backend, input_name, tool)]
-        rows.append({
-            "backend": backend, "input": input_name, "tool": tool, "runs": len(runs),
-            "first_s": _median([r["first"]["seconds"] for r in runs]),
-            "first_mb_s": _median([r["first_mb_per_s"] for r in runs]),
-            "first_cpu_s": _median([r["first"]["cpu_seconds"] for r in runs]),
-            "first_rss_mib": _median([r["first"]["peak_rss_kib"] / 1024 for r in runs]),
-            "max_rss_mib": max(max(r["first"]["peak_rss_kib"], r["second"]["peak_rss_kib"]) / 1024 for r in runs),
-            "stored_mib": _median([r["first_bytes"] / MiB for r in runs]),
-            "second_s": _median([r["second"]["seconds"] for r in runs]),
-            "second_added_kib": _median([r["second_added"] / 1024 for r in runs]),
-            "second_pct": _median([r["second_added_pct"] for r in runs]),
-            "loadavg": _median([r["first"]["loadavg_1m"] for r in runs]),
-        })
+        rows.append(
+            {
+                "backend": backend,
+                "input": input_name,
+                "tool": tool,
+                "runs": len(runs),
+                "first_s": _median([r["first"]["seconds"] for r in runs]),
+                "first_mb_s": _median([r["first_mb_per_s"] for r in runs]),
+                "first_cpu_s": _median([r["first"]["cpu_seconds"] for r in runs]),
+                "first_rss_mib": _median([r["first"]["peak_rss_kib"] / 1024 for r in runs]),
+                "max_rss_mib": max(max(r["first"]["peak_rss_kib"], r["second"]["peak_rss_kib"]) / 1024 for r in runs),
+                "stored_mib": _median([r["first_bytes"] / MiB for r in runs]),
+                "second_s": _median([r["second"]["seconds"] for r in runs]),
+                "second_added_kib": _median([r["second_added"] / 1024 for r in runs]),
+                "second_pct": _median([r["second_added_pct"] for r in runs]),
+                "loadavg": _median([r["first"]["loadavg_1m"] for r in runs]),
+            }
+        )
     return rows
 
 
 def render_table(rows: list[dict[str, Any]]) -> str:
-    head = ("| backend | input | tool | 1st backup s | MB/s | CPU s | peak RSS MiB (max) | stored MiB "
-            "| 2nd backup s | 2nd added KiB | 2nd added % | load |")
+    head = (
+        "| backend | input | tool | 1st backup s | MB/s | CPU s | peak RSS MiB (max) | stored MiB "
+        "| 2nd backup s | 2nd added KiB | 2nd added % | load |"
+    )
     lines = [head, "|---" * (head.count("|") - 1) + "|"]
     for r in rows:
         lines.append(
@@ -419,8 +446,10 @@ def render_table(rows: list[dict[str, Any]]) -> str:
 
 def render_ratios(rows: list[dict[str, Any]]) -> str:
     """drtool / restic for each backend x input: throughput, CPU, peak RSS, stored bytes, 2nd-backup time."""
-    lines = ["| backend | input | throughput | CPU time | peak RSS | stored bytes | 2nd backup time |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| backend | input | throughput | CPU time | peak RSS | stored bytes | 2nd backup time |",
+        "|---|---|---|---|---|---|---|",
+    ]
     index = {(r["backend"], r["input"], r["tool"]): r for r in rows}
     for (backend, input_name, tool), d in index.items():
         rr = index.get((backend, input_name, "restic"))
@@ -457,15 +486,27 @@ def environment() -> dict[str, Any]:
 
     from drtool.lab.build import MINIO_VERSION
 
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
     mem_kib = int(Path("/proc/meminfo").read_text().split()[1])
     return {
-        "cpu": cpu, "cpus": os.cpu_count(), "memory_gib": round(mem_kib / MiB, 1), "kernel": platform.release(),
-        "python": platform.python_version(), "drtool": _command_output([sys.executable, "-m", "drtool", "version"]),
-        "drtool_git": _command_output(["git", "-C", str(Path(__file__).resolve().parent), "describe", "--always",
-                                       "--dirty"]),
-        "restic": _command_output(["restic", "version"]), "minio": MINIO_VERSION,
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "memory_gib": round(mem_kib / MiB, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "drtool": _command_output([sys.executable, "-m", "drtool", "version"]),
+        "drtool_git": _command_output(
+            ["git", "-C", str(Path(__file__).resolve().parent), "describe", "--always", "--dirty"]
+        ),
+        "restic": _command_output(["restic", "version"]),
+        "minio": MINIO_VERSION,
         "packages": {p: version(p) for p in ("zstandard", "cryptography", "pyfastcdc", "boto3")},
     }
 
@@ -479,8 +520,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=3, help="fresh-store runs per backend x input x tool")
     parser.add_argument("--backends", default="local,minio", help="comma-separated: local, minio")
     parser.add_argument("--inputs", default=",".join(INPUTS), help="comma-separated: random, etcd")
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/drtool-store-bench"),
-                        help="inputs, stores, logs (default /tmp/drtool-store-bench; inputs are reused)")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path("/tmp/drtool-store-bench"),
+        help="inputs, stores, logs (default /tmp/drtool-store-bench; inputs are reused)",
+    )
     parser.add_argument("--output", type=Path, help="results JSON (default bench/results/store_throughput-*.json)")
     parser.add_argument("--summarize", type=Path, metavar="JSON", help="only print the tables of a results file")
     return parser.parse_args(argv)
@@ -510,8 +555,11 @@ def run_all(args: argparse.Namespace) -> int:
     output = args.output or RESULTS_DIR / f"store_throughput-{stamp}.json"
     sources = {name: prepare_input(args.workdir, name, args.size_mib * MiB) for name in inputs}
     document: dict[str, Any] = {
-        "started": stamp, "argv": sys.argv, "environment": environment(),
-        "inputs": {name: info for name, (_, info) in sources.items()}, "results": [],
+        "started": stamp,
+        "argv": sys.argv,
+        "environment": environment(),
+        "inputs": {name: info for name, (_, info) in sources.items()},
+        "results": [],
     }
     for backend_name in backends:
         with open_backend(backend_name, args.workdir) as backend:
@@ -522,9 +570,12 @@ def run_all(args: argparse.Namespace) -> int:
                         result = run_once(backend, tool, input_name, source, run, args.workdir)
                         document["results"].append(result.to_json())
                         save(output, document)
-                        print(f"{backend_name} {input_name} run {run} {tool}: first {result.first.seconds:.1f} s "
-                              f"({result.to_json()['first_mb_per_s']} MB/s, {result.first.peak_rss_kib // 1024} MiB),"
-                              f" second {result.second.seconds:.1f} s (+{result.second_added} B)", flush=True)
+                        print(
+                            f"{backend_name} {input_name} run {run} {tool}: first {result.first.seconds:.1f} s "
+                            f"({result.to_json()['first_mb_per_s']} MB/s, {result.first.peak_rss_kib // 1024} MiB),"
+                            f" second {result.second.seconds:.1f} s (+{result.second_added} B)",
+                            flush=True,
+                        )
     document["finished"] = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     save(output, document)
     print_summary(document["results"])
