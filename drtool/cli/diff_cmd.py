@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from drtool.cli.state import console, print_json, state
-from drtool.cli.store_cmds import parse_pairs
+from drtool.cli.store_cmds import BackupArg, JsonOpt, TargetOpt, parse_pairs
 from drtool.errors import NotFound, UsageError
 from drtool.plugin.manager import get_plugin, load_plugins
 
@@ -22,12 +22,10 @@ DIFFERENT = 9  # exit code when the backup and the target differ (0: equal; erro
 
 def diff(
     ctx: typer.Context,
-    backup_id: Annotated[str, typer.Argument(help="Backup id, unique prefix or 'latest'.")],
+    backup_id: BackupArg,
     plugin: Annotated[str, typer.Option("--plugin", "-p", help="Which plugin's view to compare (kueue).")],
-    target: Annotated[
-        list[str] | None, typer.Option("--target", "-t", help="Live system setting KEY=VALUE (repeatable).")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    target: TargetOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Compare a backup with a live system; exit 0 when equal, 9 when they differ.
 

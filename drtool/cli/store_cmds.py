@@ -21,6 +21,8 @@ from drtool.restore import run_restore
 from drtool.store import open_backend
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+BackupArg = Annotated[str, typer.Argument(help="Backup id, unique prefix or 'latest'.")]
+TargetOpt = Annotated[list[str] | None, typer.Option("--target", "-t", help="Target setting KEY=VALUE (repeatable).")]
 
 
 def parse_pairs(pairs: list[str] | None, what: str) -> dict[str, Any]:
@@ -123,7 +125,7 @@ def list_backups(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 
 def show(
     ctx: typer.Context,
-    backup_id: Annotated[str, typer.Argument(help="Backup id, unique prefix or 'latest'.")],
+    backup_id: BackupArg,
     as_json: JsonOpt = False,
 ) -> None:
     """Show one backup: plugins, artifacts, failure domain."""
@@ -185,11 +187,9 @@ def check(
 
 def restore(
     ctx: typer.Context,
-    backup_id: Annotated[str, typer.Argument(help="Backup id, unique prefix or 'latest'.")],
+    backup_id: BackupArg,
     plugin: Annotated[str, typer.Option("--plugin", "-p", help="Which plugin's artifacts to restore.")],
-    target: Annotated[
-        list[str] | None, typer.Option("--target", "-t", help="Target setting KEY=VALUE (repeatable).")
-    ] = None,
+    target: TargetOpt = None,
     option: Annotated[
         list[str] | None, typer.Option("--option", "-o", help="Restore option KEY=VALUE (repeatable).")
     ] = None,
