@@ -1,0 +1,1 @@
+"""Restore plans: the schema, loading with variables, validation, and DAG execution."""

@@ -1,0 +1,191 @@
+"""The restore plan schema (DESIGN §4): a YAML DAG of plugin steps with objectives, checks and waivers.
+
+The model is strict (unknown fields are errors) because a typo in a DR plan found during a disaster is a
+typo found too late. Secrets are never inline: a field whose name says it holds a secret must be a
+reference (``*_env`` naming an environment variable, or ``*_file`` naming a file), never a literal value.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+_DURATION = re.compile(r"^\s*(?:(\d+)d)?\s*(?:(\d+)h)?\s*(?:(\d+)m)?\s*(?:(\d+)s)?\s*$")
+_STEP_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+# A key named like this holds a secret; only references to one (``password_env``, ``token_file``) are allowed.
+_SECRET_KEY = re.compile(r"(password|passphrase|secret|token|private[_-]?key|unseal|access[_-]?key|credential)", re.I)
+_SECRET_REFERENCE_SUFFIXES = ("_env", "_file", "_ref", "-env", "-file", "-ref")
+
+
+def parse_duration(value: Any) -> dt.timedelta:
+    """``90s``, ``15m``, ``1h30m``, ``2d``, or a number of seconds."""
+    if isinstance(value, dt.timedelta):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return dt.timedelta(seconds=value)
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if match and any(match.groups()):
+            d, h, m, s = (int(g or 0) for g in match.groups())
+            return dt.timedelta(days=d, hours=h, minutes=m, seconds=s)
+    raise ValueError(f"{value!r} is not a duration (write e.g. 90s, 15m, 1h30m, 2d)")
+
+
+Duration = Annotated[dt.timedelta, BeforeValidator(parse_duration)]
+
+
+def format_duration(value: dt.timedelta | float) -> str:
+    """The inverse of ``parse_duration`` for reports: ``1h02m``, ``4m05s``, ``12.3s``."""
+    seconds = value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def inline_secrets(value: Any, path: str = "") -> list[str]:
+    """Dotted paths of every inline secret in a nested mapping (a secret-named key holding a literal)."""
+    found: list[str] = []
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            is_reference = str(key).endswith(_SECRET_REFERENCE_SUFFIXES)
+            if _SECRET_KEY.search(str(key)) and not is_reference and isinstance(item, str | int) and item != "":
+                found.append(where)
+            else:
+                found.extend(inline_secrets(item, where))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found.extend(inline_secrets(item, f"{path}[{i}]"))
+    return found
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def _no_inline_secrets(value: dict[str, Any]) -> dict[str, Any]:
+    paths = inline_secrets(value)
+    if paths:
+        raise ValueError(
+            f"inline secret at {', '.join(paths)}: name an environment variable (`<field>_env`) or a file "
+            "(`<field>_file`) instead"
+        )
+    return value
+
+
+FreeMapping = Annotated[dict[str, Any], BeforeValidator(lambda v: v if v is not None else {})]
+
+
+class LatestBefore(_Strict):
+    latest_before: dt.datetime = Field(alias="latest-before")
+
+
+class Source(_Strict):
+    """Which backup to restore: ``latest`` (default), a backup id, or the latest before a time."""
+
+    store: str | None = None  # default: the configured store
+    backup: str | LatestBefore = "latest"
+    backup_set: str | None = Field(default=None, alias="backup-set")
+
+
+class Objectives(_Strict):
+    rto: Duration | None = None
+    rpo: Duration | None = None
+
+
+class Step(_Strict):
+    id: str
+    uses: str  # a plugin name
+    needs: list[str] = Field(default_factory=list)
+    with_: FreeMapping = Field(default_factory=dict, alias="with")  # the plugin's restore options
+    target: FreeMapping = Field(default_factory=dict)  # merged over the plan's target for this plugin
+    timeout: Duration | None = None
+    retries: int = Field(default=0, ge=0, le=10)
+    approval: bool = False  # a human must approve this step in a real disaster (shown in the runbook)
+    description: str = ""
+
+    @field_validator("id")
+    @classmethod
+    def _id_shape(cls, value: str) -> str:
+        if not _STEP_ID.match(value):
+            raise ValueError(f"step id {value!r} must be lowercase letters, digits, '-' or '_'")
+        return value
+
+    _secrets_with = field_validator("with_", "target")(classmethod(lambda cls, v: _no_inline_secrets(v)))
+
+
+class KubeObjectCheck(_Strict):
+    """The object exists on the target (and, with ``jsonpath``-like ``field``, has a value)."""
+
+    type: Literal["kube-object"]
+    id: str
+    api_version: str = Field(alias="apiVersion")
+    kind: str
+    name: str
+    namespace: str | None = None
+    field: str | None = None  # dotted path, e.g. spec.resourceGroups
+    equals: Any = None
+
+
+class HttpCheck(_Strict):
+    type: Literal["http"]
+    id: str
+    url: str
+    status: int = 200
+
+
+class TcpCheck(_Strict):
+    type: Literal["tcp"]
+    id: str
+    address: str  # host:port
+
+
+PlanCheck = Annotated[KubeObjectCheck | HttpCheck | TcpCheck, Field(discriminator="type")]
+
+
+class Waiver(_Strict):
+    """Accept one dependency inside the failure domain on purpose; shown as waived in reports, never as passed."""
+
+    match: str  # glob over the dependency's address (e.g. ``*.svc.cluster.local``, ``10.96.0.10:53``)
+    reason: str = Field(min_length=3)
+    step: str | None = None  # only for this step's dependencies
+    expires: dt.date | None = None
+
+
+class Plan(_Strict):
+    api_version: Literal["drtool/v1"] = Field(default="drtool/v1", alias="apiVersion")
+    kind: Literal["RestorePlan"] = "RestorePlan"
+    name: str
+    description: str = ""
+    source: Source = Field(default_factory=Source)
+    target: FreeMapping = Field(default_factory=dict)  # plugin name -> target mapping (kubeconfig, etcd, ...)
+    objectives: Objectives = Field(default_factory=Objectives)
+    parallelism: int = Field(default=4, ge=1, le=64)
+    steps: list[Step] = Field(min_length=1)
+    checks: list[PlanCheck] = Field(default_factory=list)
+    waivers: list[Waiver] = Field(default_factory=list)
+
+    _secrets_target = field_validator("target")(classmethod(lambda cls, v: _no_inline_secrets(v)))
+
+    @model_validator(mode="after")
+    def _unique_step_ids(self) -> Plan:
+        seen: set[str] = set()
+        for step in self.steps:
+            if step.id in seen:
+                raise ValueError(f"step id {step.id!r} appears twice")
+            seen.add(step.id)
+        return self
+
+    def step(self, step_id: str) -> Step:
+        return next(s for s in self.steps if s.id == step_id)
+
+    def target_for(self, step: Step) -> dict[str, Any]:
+        """The target a step restores into: the plan's block for its plugin, with the step's own over it."""
+        base = self.target.get(step.uses) or {}
+        return {**base, **step.target}
