@@ -19,7 +19,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from drtool.lab.lab import Lab
 
 CONTRACT_VERSION = 1
 
@@ -136,3 +139,22 @@ class Plugin(Protocol):
         ...
 
     def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]: ...
+
+
+@runtime_checkable
+class LabSupport(Protocol):
+    """Optional, as a plugin's ``lab`` attribute: how the plugin's source is stood up in a lab.
+
+    The demo, `drtool lab seed`, rehearsals into a fresh lab and the tests all use it, so a new plugin
+    joins the whole story (seed, back up, restore into a fresh lab, verify) by providing this.
+    """
+
+    kinds: tuple[str, ...]  # lab component kinds the plugin's source and target need running
+
+    def seed(self, lab: Lab, scale: int = 1) -> dict[str, Any]:
+        """Start what is needed in ``lab``, fill it with realistic content, return the backup source mapping."""
+        ...
+
+    def target(self, lab: Lab) -> dict[str, Any]:
+        """Start what is needed in an empty ``lab``; return the restore target mapping pointing at it."""
+        ...
