@@ -1,0 +1,57 @@
+"""The dns-certs plugin: what keeps a restored platform's names and certificates, and what still points back.
+
+- cert-manager Issuers, ClusterIssuers, Certificates and every Secret they name (key pairs, CA Secrets,
+  ACME account keys, DNS01 solver credentials); Secrets are restored before Certificates, with the
+  Certificates' status, so cert-manager re-issues nothing; each certificate's expiry is reported and
+  those ending within the RTO plus a margin are warned about. Orders, Challenges and CertificateRequests
+  are left out (``kinds.NOT_BACKED_UP`` says why).
+- CoreDNS's Corefile and the kube-dns Service with its ClusterIP; ExternalDNS's DNSEndpoints and
+  Deployment (owner id kept), optionally held at ``upsert-only`` until released.
+- Authoritative zones by AXFR (TSIG), restored as zone files and/or by RFC 2136 updates, verified by SOA
+  serial and exact RRsets.
+- The DNS cut-over list: every record (zones, DNSEndpoints) that points at a LoadBalancer Service's or
+  an Ingress's address, in the manifest meta and as ``reference`` dependencies.
+
+Source: ``kubeconfig``, ``context``, ``kubernetes`` (true), ``dns_server`` (host:port), ``zones``,
+``tsig_key_file``, ``cluster_resource_namespace`` (cert-manager). Target: ``kubeconfig``, ``dns_server``,
+``tsig_key_file``, ``zone_dir``. Options: ``externaldns`` (keep|hold|release), ``rto``, ``expiry_margin``
+(14d), ``dry_run`` and the kubernetes plugin's (``existing``, ``workers``...). docs/dns-certs.md explains each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from drtool.plugin.contract import BackupContext, Check, Dependency, Inventory, RestoreContext, RestoreResult
+
+from . import backup as _backup
+from . import deps as _deps
+from . import restore as _restore
+from . import verify as _verify
+from .lab import DnsCertsLab
+
+__all__ = ["DnsCertsPlugin"]
+
+
+class DnsCertsPlugin:
+    """Implements ``drtool.plugin.contract.Plugin`` (and ``LabSupport`` as ``lab``) for DNS and certificates."""
+
+    name = "dns-certs"
+    description = "cert-manager certificates and their Secrets, CoreDNS, ExternalDNS, DNS zones (AXFR/RFC 2136)"
+    lab = DnsCertsLab()
+
+    def discover(self, source: Mapping[str, Any]) -> Inventory:
+        return _backup.discover_inventory(source)
+
+    def backup(self, source: Mapping[str, Any], ctx: BackupContext) -> Mapping[str, Any]:
+        return _backup.backup(source, ctx)
+
+    def restore(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
+        return _restore.run_restore(ctx, target, options)
+
+    def verify(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
+        return _verify.run_verify(ctx, target, options)
+
+    def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
+        return _deps.dependencies(ctx, target)
