@@ -1,0 +1,124 @@
+"""The Markdown report: short enough for a pull-request comment or a ticket, complete enough to act on."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from drtool.report import view
+
+STATUS_MARK = {"inside": "❌ inside", "unknown": "❓ unknown", "waived": "⚠️ waived", "independent": "✅ independent"}
+STEP_MARK = {"ok": "✅ ok", "failed": "❌ failed", "refused": "⛔ refused", "skipped": "⏭ skipped"}
+
+
+def _cell(value: Any) -> str:
+    return str(value if value is not None else "").replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return [*lines, ""]
+
+
+def to_markdown(report: Mapping[str, Any]) -> str:
+    lines = [f"# {view.title(report)}", ""]
+    for _, sentence in view.verdicts(report):
+        lines.append(f"**{sentence}**  ")
+    plan, backup = report.get("plan") or {}, report.get("backup") or {}
+    lines += [
+        "",
+        f"Plan `{plan.get('path') or plan.get('name')}`, backup `{backup.get('id')}` ({backup.get('created')})",
+        "",
+    ]
+    run = report.get("run")
+    if run:
+        lines += _run(report, run)
+    independence = report.get("independence")
+    if independence:
+        lines += _independence(independence)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _run(report: Mapping[str, Any], run: Mapping[str, Any]) -> list[str]:
+    lines = ["## Objectives", ""]
+    rows = view.objective_rows(run)
+    lines += _table(
+        ["", "measured", "objective", "result"], [(r["name"], r["measured"], r["objective"], r["result"]) for r in rows]
+    )
+    lines += [f"Run `{run.get('id')}` into `{run.get('target')}`, {run.get('started')} to {run.get('finished')}", ""]
+    lines += ["## Steps", ""]
+    steps = view.step_rows(run)
+    lines += _table(
+        ["step", "plugin", "status", "took", "attempts", "summary"],
+        [
+            (
+                s["id"],
+                s.get("uses"),
+                STEP_MARK.get(s.get("status"), s.get("status")),
+                s["duration"],
+                s.get("attempts"),
+                s.get("error") or s.get("summary") or "",
+            )
+            for s in steps
+        ],
+    )
+    refused = [(s["id"], conn) for s in steps for conn in s["refused"]]
+    if refused:
+        lines += ["### Refused connections (into the failure domain)", ""]
+        lines += _table(["step", "connection"], refused)
+    checks = report.get("checks") or []
+    if checks:
+        lines += ["## Checks", ""]
+        lines += _table(
+            ["step", "check", "result", "detail"],
+            [(c.get("step"), c.get("name"), "✅" if c.get("ok") else "❌", c.get("detail")) for c in checks],
+        )
+    return lines
+
+
+def _independence(ind: Mapping[str, Any]) -> list[str]:
+    counts = ind.get("counts") or {}
+    summary = ", ".join(f"{counts.get(k, 0)} {k}" for k in ("inside", "unknown", "waived", "independent"))
+    lines = ["## Recovery independence", "", f"{summary}.", ""]
+    blocking = counts.get("blocking")
+    if blocking:
+        lines += [f"**Blocking the restore itself: {blocking}.**", ""]
+    findings = ind.get("findings") or []
+    lines += _table(
+        ["status", "dependency", "for", "carried by", "why", "fix"],
+        [
+            (
+                STATUS_MARK.get(f["status"], f["status"])
+                + ("" if f.get("needed", True) else " (not needed)")
+                + (" — BLOCKS RESTORE" if f.get("blocks_restore") and f["status"] != "independent" else ""),
+                f"`{f['address']}`",
+                f["purpose"],
+                f.get("evidence"),
+                f.get("detail") + (f" (waiver: {f['waiver']['reason']})" if f.get("waiver") else ""),
+                f.get("hint"),
+            )
+            for f in findings
+        ],
+    )
+    waivers = ind.get("waivers") or []
+    if waivers:
+        lines += ["### Waivers", ""]
+        lines += _table(
+            ["match", "reason", "step", "expires", "used"],
+            [
+                (
+                    f"`{w['match']}`",
+                    w["reason"],
+                    w.get("step") or "all",
+                    (w.get("expires") or "never") + (" (EXPIRED)" if w.get("expired") else ""),
+                    w.get("used"),
+                )
+                for w in waivers
+            ],
+        )
+    facts = (ind.get("domain") or {}).get("facts") or {}
+    if facts:
+        lines += ["### Failure domain (recorded at backup time)", ""]
+        lines += _table(["part", "values"], [(k, ", ".join(v)) for k, v in sorted(facts.items())])
+    return lines

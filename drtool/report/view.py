@@ -1,0 +1,101 @@
+"""What the Markdown and HTML reports show, derived once from the report dict both render.
+
+The report dict (docs/reports.md) is what `drtool verify-independence` and `drtool rehearse` produce;
+everything here is optional except ``kind``, so an independence-only report and a rehearsal share one path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from drtool.plans.schema import format_duration
+
+VERDICT_TEXT = {
+    "fail": "FAIL: something the restore needs lies inside the failure domain",
+    "unknown": "UNKNOWN: nothing needed is inside the failure domain, but some dependencies could not be judged",
+    "waived": "PASS WITH WAIVERS: what lies inside the failure domain is accepted by the plan's waivers",
+    "pass": "PASS: every dependency is independent of the failure domain",
+}
+
+
+def seconds(value: Any) -> str:
+    return format_duration(float(value)) if value is not None else "-"
+
+
+def objective_rows(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """RTO, RPO and, where plugins differ, RPO per plugin: name, measured_s, objective_s, met."""
+    rows = []
+    rto, rpo = run.get("rto") or {}, run.get("rpo") or {}
+    if rto:
+        rows.append({"name": "RTO", **_measure(rto.get("measured_s"), rto.get("objective_s"), rto.get("met"))})
+    if rpo:
+        rows.append({"name": "RPO", **_measure(rpo.get("measured_s"), rpo.get("objective_s"), rpo.get("met"))})
+        per_plugin = rpo.get("per_plugin") or {}
+        if len(set(per_plugin.values())) > 1:
+            for plugin, measured in sorted(per_plugin.items()):
+                rows.append({"name": f"RPO {plugin}", **_measure(measured, rpo.get("objective_s"), None)})
+    return rows
+
+
+def _measure(measured: Any, objective: Any, met: Any) -> dict[str, Any]:
+    if met is None and measured is not None and objective is not None:
+        met = float(measured) <= float(objective)
+    result = "no objective" if objective is None else ("met" if met else "missed")
+    return {
+        "measured_s": measured,
+        "objective_s": objective,
+        "met": bool(met),
+        "result": result,
+        "measured": seconds(measured),
+        "objective": seconds(objective),
+    }
+
+
+def step_rows(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for step in run.get("steps") or []:
+        started, finished = step.get("started_s"), step.get("finished_s")
+        took = float(finished) - float(started) if started is not None and finished is not None else None
+        rows.append({**step, "duration": seconds(took), "refused": step.get("refused_connections") or []})
+    return rows
+
+
+def dag_nodes(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The plan's steps with needs (and status, after a rehearsal), from whichever part of the report has them."""
+    run_steps = (report.get("run") or {}).get("steps") or []
+    if run_steps:
+        return [
+            {"id": s["id"], "uses": s.get("uses"), "needs": s.get("needs") or [], "status": s.get("status")}
+            for s in run_steps
+        ]
+    steps = (report.get("independence") or {}).get("steps") or []
+    return [{"id": s["id"], "uses": s.get("uses"), "needs": s.get("needs") or []} for s in steps]
+
+
+def title(report: Mapping[str, Any]) -> str:
+    kind = "Rehearsal" if report.get("kind") == "rehearsal" else "Recovery independence"
+    plan = (report.get("plan") or {}).get("name") or "plan"
+    return f"{kind} report: {plan}"
+
+
+def verdicts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(css state, sentence) for the headline: the independence verdict and, after a rehearsal, its outcome."""
+    out = []
+    independence = report.get("independence") or {}
+    if independence:
+        verdict = independence.get("verdict", "unknown")
+        out.append((verdict, VERDICT_TEXT.get(verdict, verdict)))
+    run = report.get("run")
+    if run:
+        failed = [s["id"] for s in run.get("steps") or [] if s.get("status") in ("failed", "refused")]
+        bad_checks = [c for c in report.get("checks") or [] if not c.get("ok")]
+        missed = [r["name"] for r in objective_rows(run) if r["result"] == "missed"]
+        if failed or bad_checks:
+            what = ", ".join(failed) or f"{len(bad_checks)} check(s)"
+            out.append(("fail", f"REHEARSAL FAILED: {what}"))
+        elif missed:
+            out.append(("fail", f"REHEARSAL RESTORED, OBJECTIVES MISSED: {', '.join(missed)}"))
+        else:
+            out.append(("pass", "REHEARSAL PASSED: restored, verified and within its objectives"))
+    return out
