@@ -9,8 +9,9 @@ filters ``include_namespaces``/``exclude_namespaces`` (globs), ``include_resourc
 
 Target settings: ``kubeconfig``, ``context`` (as above), ``namespace_map``. Restore options:
 ``existing`` (update|replace|skip|fail), ``namespace_map`` ("a=b,c=d"), ``dry_run``, ``restore_status`` (true),
-``workers`` (16), ``crd_timeout`` (60 s). docs/kubernetes.md explains each, with the skip list and the
-restore order and their reasons.
+``workers`` (16), ``crd_timeout`` (60 s), ``image_registry_map`` ("old-host=new-host,...": restored workloads
+pull from the registry the images plugin restored to; docs/images.md). docs/kubernetes.md explains each, with
+the skip list and the restore order and their reasons.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from . import backup as _backup
 from . import references as _references
 from . import restore as _restore
 from . import verify as _verify
+from .lab import KubernetesLab
 from .settings import RestoreOptions
 
 __all__ = ["KubernetesPlugin"]
@@ -34,6 +36,7 @@ class KubernetesPlugin:
 
     name = "kubernetes"
     description = "Kubernetes API objects (CRDs, custom resources, built-ins) as cleaned JSON, re-applied in order"
+    lab = KubernetesLab()  # drtool.plugin.contract.LabSupport: seed a lab source, prepare a lab target
 
     def discover(self, source: Mapping[str, Any]) -> Inventory:
         return _backup.discover_inventory(source)

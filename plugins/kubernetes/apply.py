@@ -18,6 +18,7 @@ from typing import Any
 from .client import APPLY_PATCH, FIELD_MANAGER, ApiError, KubeClient
 from .discovery import ResourceType
 from .objects import apply_form, body_for_apply, comparable_from_live, digest, dumps, object_key
+from .references import map_images
 
 Obj = dict[str, Any]
 DEFER = "defer"
@@ -118,7 +119,7 @@ class Applier:
         self.client, self.opts, self.existing, self.owners = client, opts, existing, owners
 
     def prepare(self, record: Obj, t: ResourceType, final: bool, quiet: bool = False) -> Obj | str:
-        body = body_for_apply(record, t, self.opts.namespace_map)
+        body = map_images(body_for_apply(record, t, self.opts.namespace_map), self.opts.image_registry_map)
         if record.get("owners"):
             ns = body["metadata"].get("namespace")
             refs = self.owners.remap(record["owners"], ns, final, f"{t.key} {object_key(body)}", quiet)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -34,6 +35,7 @@ RETRIES = 5
 CONNECTION_RETRIES = 2
 _KNOWN = {s.value for s in HTTPStatus}
 POOL_SIZE = 32  # connections kept per API server: more than any worker pool drtool runs
+log = logging.getLogger(__name__)
 
 
 class ApiError(SourceError):
@@ -118,6 +120,7 @@ class KubeClient:
                 raw = self._http.request(method, url, body=body, headers=headers, preload_content=True)
             except urllib3.exceptions.HTTPError as exc:
                 if attempt < CONNECTION_RETRIES:
+                    log.debug("%s %s: %s, retrying (attempt %d)", method, path, _short(exc), attempt + 1)
                     time.sleep(_backoff(attempt, None))
                     continue
                 raise SourceError(
@@ -125,7 +128,9 @@ class KubeClient:
                     "is the API server up and the kubeconfig right?",
                 ) from None
             if raw.status in RETRY_STATUSES and attempt < RETRIES:
-                time.sleep(_backoff(attempt, raw.headers.get("Retry-After")))
+                delay = _backoff(attempt, raw.headers.get("Retry-After"))
+                log.debug("%s %s: %d, retrying in %.1f s (attempt %d)", method, path, raw.status, delay, attempt + 1)
+                time.sleep(delay)
                 continue
             break
         resp = Response(raw.status, raw.headers, raw.data)
@@ -146,6 +151,7 @@ class KubeClient:
         """
         query = {**(params or {}), "limit": limit}
         inconsistent = False
+        pages = 0
         while True:
             try:
                 page = self.get(path, query, accept=accept)
@@ -155,6 +161,12 @@ class KubeClient:
                     raise
                 query["continue"], inconsistent = token, True
                 continue
+            except SourceError as exc:
+                if not pages:
+                    raise
+                # the server went away between pages: say so, so nobody mistakes the pages read for the list
+                raise SourceError(f"{exc.message} after {pages} page(s): the list is incomplete", exc.hint) from None
+            pages += 1
             page["inconsistent"] = inconsistent
             yield page
             token = (page.get("metadata") or {}).get("continue")

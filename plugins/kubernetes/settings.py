@@ -145,6 +145,16 @@ def parse_namespace_map(value: Any) -> dict[str, str]:
     return mapping
 
 
+def parse_registry_map(value: Any) -> dict[str, str]:
+    """``"old-host=new-host,..."`` or a mapping: where restored workloads pull their images from."""
+    if isinstance(value, Mapping):
+        return {str(k): str(v) for k, v in value.items()}
+    pairs = [item.partition("=") for item in as_list(value)]
+    if any(not sep or not src.strip() or not dst.strip() for src, sep, dst in pairs):
+        raise UsageError(f"bad image_registry_map {value!r}", "use old-host=new-host[,old2=new2]")
+    return {src.strip(): dst.strip() for src, _, dst in pairs}
+
+
 @dataclasses.dataclass(frozen=True)
 class RestoreOptions:
     """How a restore behaves; see docs/kubernetes.md for each option's reason."""
@@ -155,6 +165,7 @@ class RestoreOptions:
     restore_status: bool = True
     workers: int = 16  # restore is latency-bound (API server + etcd commit): 16 in flight ~doubles 8's rate
     crd_timeout: float = 60.0
+    image_registry_map: Mapping[str, str] = dataclasses.field(default_factory=dict)  # images restored elsewhere
 
     @classmethod
     def parse(cls, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreOptions:
@@ -170,6 +181,7 @@ class RestoreOptions:
             restore_status=as_bool(merged.get("restore_status"), True),
             workers=max(1, workers),
             crd_timeout=as_number(merged.get("crd_timeout"), 60.0, "crd_timeout"),
+            image_registry_map=parse_registry_map(merged.get("image_registry_map")),
         )
 
 

@@ -24,6 +24,7 @@ from .client import KubeClient
 from .crds import condition
 from .discovery import CRD_PATH, ResourceType
 from .objects import comparable_from_live, comparable_from_record, digest, object_key, target_key
+from .references import map_images
 from .settings import Connection, RestoreOptions
 from .skips import object_rule
 
@@ -53,7 +54,8 @@ def run_verify(ctx: RestoreContext, target: Mapping[str, Any], opts: RestoreOpti
     try:
         client = KubeClient(Connection.from_mapping(target))
         types = types_in(ctx)
-        checks = [_guard(t.key, lambda t=t: check_type(ctx, client, t, ns_map, status)) for t in types]
+        images = opts.image_registry_map
+        checks = [_guard(t.key, lambda t=t: check_type(ctx, client, t, ns_map, status, images)) for t in types]
         checks.append(_guard("CRDs Established", lambda: crds_established(ctx, client, types)))
         checks.append(_guard("nothing Terminating", lambda: nothing_terminating(ctx, client, types, ns_map)))
     except DrtoolError as exc:
@@ -75,14 +77,19 @@ def _with_status(t: ResourceType, restore_status: bool) -> bool:
 
 
 def check_type(
-    ctx: RestoreContext, client: KubeClient, t: ResourceType, ns_map: Mapping[str, str], restore_status: bool
+    ctx: RestoreContext,
+    client: KubeClient,
+    t: ResourceType,
+    ns_map: Mapping[str, str],
+    restore_status: bool,
+    image_map: Mapping[str, str] | None = None,
 ) -> Check:
     with_status = _with_status(t, restore_status)
     backup = _Side()
     namespaces: set[str] = set()
     for rec in records(ctx, t):
         key = target_key(rec["object"], t, ns_map)
-        backup.digests[key] = digest(comparable_from_record(rec, t, ns_map, with_status))
+        backup.digests[key] = digest(comparable_from_record(_mapped(rec, image_map), t, ns_map, with_status))
         if "/" in key:
             namespaces.add(key.split("/", 1)[0])
     live, extra, differing = _read_target(client, t, backup, namespaces, with_status)
@@ -97,7 +104,8 @@ def check_type(
         lines.append(f"missing: {_names(missing)}")
     if differ:
         lines.append(f"differ: {_names(differ)}")
-        lines += _diffs(ctx, t, ns_map, with_status, {k: differing[k] for k in differ[:MAX_DIFFS] if k in differing})
+        shown = {k: differing[k] for k in differ[:MAX_DIFFS] if k in differing}
+        lines += _diffs(ctx, t, ns_map, with_status, shown, image_map)
     return Check(f"kubernetes: {t.key}", ok, "\n".join(lines))
 
 
@@ -126,15 +134,28 @@ def _read_target(
     return live, extra, differing
 
 
+def _mapped(rec: dict[str, Any], image_map: Mapping[str, str] | None) -> dict[str, Any]:
+    """The record with its images pointed where the restore pointed them (``image_registry_map``)."""
+    if image_map:
+        map_images(rec["object"], image_map)
+    return rec
+
+
 def _diffs(
-    ctx: RestoreContext, t: ResourceType, ns_map: Mapping[str, str], with_status: bool, live: dict[str, Any]
+    ctx: RestoreContext,
+    t: ResourceType,
+    ns_map: Mapping[str, str],
+    with_status: bool,
+    live: dict[str, Any],
+    image_map: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Unified YAML diffs (backup -> target) of a few differing objects: a second pass over the artifact."""
     out = []
     for rec in records(ctx, t):
         key = target_key(rec["object"], t, ns_map)
         if key in live:
-            want = yaml.safe_dump(comparable_from_record(rec, t, ns_map, with_status), sort_keys=True)
+            mine = comparable_from_record(_mapped(rec, image_map), t, ns_map, with_status)
+            want = yaml.safe_dump(mine, sort_keys=True)
             got = yaml.safe_dump(live[key], sort_keys=True)
             diff = difflib.unified_diff(
                 want.splitlines(), got.splitlines(), f"backup {key}", f"target {key}", lineterm="", n=2

@@ -1,0 +1,237 @@
+"""Image copy: drtool (backup into a store, then restore into a registry) against ``skopeo copy``, registry to
+registry, on the same 1 GiB multi-layer image, machine and registries.
+
+    nice python bench/images.py [--size-mib 1024] [--layers 8] [--runs 3] [--workdir /tmp/drtool-bench-images]
+
+Two real registries (Debian's docker-registry, from drtool's lab component) on loopback: the source holds one
+image of ``--layers`` layers of random (incompressible) bytes, ``--size-mib`` in all, pushed once. Each run,
+for each tool, starts a FRESH, empty target registry (and for drtool a fresh local store), then:
+- drtool: ``backup`` (images plugin: source registry -> encrypted, compressed, chunked store) and ``restore``
+  (store -> target registry, verified by reading the manifests back); wall times of both, and their sum;
+- skopeo: ``skopeo copy --all --preserve-digests`` source -> target directly (no store in between).
+Every command is its own process (drtool's real CLI: ``drtool backup``, ``drtool restore``), reaped with
+``wait4`` for its peak RSS and CPU time (``store_throughput.measure``). The tools alternate who goes first.
+Medians of ``--runs``. Raw results go to ``bench/results/`` (git-ignored); a Markdown table is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from drtool_plugins.images.oci import OCI_MANIFEST, Registry, sha256_digest
+from drtool_plugins.images.sample import CONFIG, LAYER
+from machine import machine_facts
+from store_throughput import Measurement, measure
+
+from drtool.lab.components.registry import RegistryServer
+from drtool.lab.lab import Lab
+
+MiB = 1 << 20
+SEED = 20261129
+PASSPHRASE = "images-bench"  # a throwaway store; not a secret
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+REPO, TAG = "bench/big", "1"
+
+
+def make_layers(workdir: Path, size_mib: int, layers: int) -> list[Path]:
+    """``layers`` files of random bytes, ``size_mib`` in all; reused when already there with the same sizes."""
+    each = size_mib * MiB // layers
+    paths = []
+    rng = random.Random(SEED)
+    for i in range(layers):
+        path = workdir / f"layer{i}.bin"
+        if not (path.exists() and path.stat().st_size == each):
+            with open(path, "wb") as f:
+                for _ in range(each // MiB):
+                    f.write(rng.randbytes(MiB))
+        paths.append(path)
+    return paths
+
+
+def _file_chunks(path: Path) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        while chunk := f.read(MiB):
+            yield chunk
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    for chunk in _file_chunks(path):
+        h.update(chunk)
+    return "sha256:" + h.hexdigest()
+
+
+def push_big_image(reg: Registry, layers: list[Path]) -> str:
+    descs = []
+    for path in layers:
+        digest = _file_digest(path)
+        if not reg.has_blob(REPO, digest):
+            reg.push_blob(REPO, digest, _file_chunks(path))
+        descs.append({"mediaType": LAYER, "digest": digest, "size": path.stat().st_size})
+    config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}})
+    config_b = config.encode()
+    reg.push_blob(REPO, sha256_digest(config_b), [config_b])
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": CONFIG, "digest": sha256_digest(config_b), "size": len(config_b)},
+        "layers": descs,
+    }
+    data = json.dumps(manifest).encode()
+    reg.put_manifest(REPO, TAG, data, OCI_MANIFEST)
+    return sha256_digest(data)
+
+
+def fresh_registry(root: Path, name: str) -> tuple[Lab, RegistryServer]:
+    lab = Lab(name, root=root)
+    lab.up(["registry"])
+    server = lab["registry"]
+    assert isinstance(server, RegistryServer)
+    return lab, server
+
+
+def _env(workdir: Path) -> dict[str, str]:
+    home = workdir / "home"
+    home.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TMPDIR")}
+    return env | {"HOME": str(home), "DRTOOL_PASSPHRASE": PASSPHRASE, "DRTOOL_CATALOG": str(home / "catalog.db")}
+
+
+def _row(m: Measurement) -> dict[str, float]:
+    return {"s": m.seconds, "peak_rss_mib": m.peak_rss_kib / 1024, "cpu_s": m.cpu_seconds, "load": m.loadavg_1m}
+
+
+def run_drtool(workdir: Path, root: Path, source: str, run: int, digest: str) -> dict[str, Any]:
+    """``drtool backup`` then ``drtool restore`` (the CLI, each its own process) into a fresh store and registry."""
+    store, config, env = workdir / f"store-{run}", workdir / "config.yaml", _env(workdir)
+    shutil.rmtree(store, ignore_errors=True)
+    config.write_text(json.dumps({"sources": {"images": {"images": [f"{source}/{REPO}:{TAG}"]}}}))
+    base = [sys.executable, "-m", "drtool", "--config", str(config)]
+    subprocess.run([*base, "init", "--store", str(store)], env=env, check=True, capture_output=True)
+    drtool = [*base, "--store", str(store)]
+    lab, target = fresh_registry(root, f"bench-drtool-{run}")
+    try:
+        backup = measure([*drtool, "backup", "-p", "images", "--json"], env, workdir / f"drtool-backup-{run}", "drtool")
+        backup_id = json.loads((workdir / f"drtool-backup-{run}.out").read_text())["id"]
+        argv = [*drtool, "restore", backup_id, "-p", "images", "-t", f"registry={target.host}", "--json"]
+        restore = measure(argv, env, workdir / f"drtool-restore-{run}", "drtool")
+        assert Registry(target.host).manifest_digest(REPO, TAG) == digest
+        store_bytes = sum(p.stat().st_size for p in store.rglob("*") if p.is_file())
+        return {
+            "backup": _row(backup),
+            "restore": _row(restore),
+            "total_s": backup.seconds + restore.seconds,
+            "store_bytes": store_bytes,
+        }
+    finally:
+        lab.down()
+        shutil.rmtree(store, ignore_errors=True)
+
+
+def run_skopeo(workdir: Path, root: Path, source: str, run: int, digest: str) -> dict[str, Any]:
+    lab, target = fresh_registry(root, f"bench-skopeo-{run}")
+    try:
+        argv = [
+            "skopeo",
+            "copy",
+            "--all",
+            "--preserve-digests",  # without it skopeo 1.9 rewrites the manifest (another digest)
+            "--src-tls-verify=false",
+            "--dest-tls-verify=false",
+            f"docker://{source}/{REPO}:{TAG}",
+            f"docker://{target.host}/{REPO}:{TAG}",
+        ]
+        copy = measure(argv, _env(workdir), workdir / f"skopeo-{run}", "skopeo")
+        assert Registry(target.host).manifest_digest(REPO, TAG) == digest, "skopeo changed the digest"
+        return {"copy": _row(copy), "total_s": copy.seconds}
+    finally:
+        lab.down()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--layers", type=int, default=8)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/drtool-bench-images"))
+    args = parser.parse_args()
+    if not shutil.which("skopeo"):
+        sys.exit("skopeo is not installed: apt-get install skopeo")
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    root = args.workdir / "labs"
+    layers = make_layers(args.workdir, args.size_mib, args.layers)
+    src_lab, src = fresh_registry(root, "bench-source")
+    results: dict[str, list[dict[str, Any]]] = {"drtool": [], "skopeo": []}
+    try:
+        digest = push_big_image(Registry(src.host), layers)
+        for run in range(args.runs):
+            order = ("drtool", "skopeo") if run % 2 == 0 else ("skopeo", "drtool")
+            for tool in order:
+                if tool == "drtool":
+                    results[tool].append(run_drtool(args.workdir, root, src.host, run, digest))
+                else:
+                    results[tool].append(run_skopeo(args.workdir, root, src.host, run, digest))
+                print(tool, run, results[tool][-1], file=sys.stderr)
+    finally:
+        src_lab.down()
+    medians = {
+        "drtool": {
+            "backup_s": _median(results["drtool"], "backup", "s"),
+            "restore_s": _median(results["drtool"], "restore", "s"),
+            "total_s": _median(results["drtool"], "total_s"),
+            "backup_peak_rss_mib": _median(results["drtool"], "backup", "peak_rss_mib"),
+            "restore_peak_rss_mib": _median(results["drtool"], "restore", "peak_rss_mib"),
+            "backup_cpu_s": _median(results["drtool"], "backup", "cpu_s"),
+            "restore_cpu_s": _median(results["drtool"], "restore", "cpu_s"),
+        },
+        "skopeo": {
+            "total_s": _median(results["skopeo"], "total_s"),
+            "peak_rss_mib": _median(results["skopeo"], "copy", "peak_rss_mib"),
+            "cpu_s": _median(results["skopeo"], "copy", "cpu_s"),
+        },
+    }
+    report: dict[str, Any] = {
+        "bench": "images",
+        "size_mib": args.size_mib,
+        "layers": args.layers,
+        "runs": results,
+        "medians": medians,
+        "skopeo": subprocess.run(["skopeo", "--version"], capture_output=True, text=True).stdout.strip(),
+        "machine": machine_facts(),
+    }
+    RESULTS_DIR.mkdir(exist_ok=True)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    (RESULTS_DIR / f"images-{stamp}.json").write_text(json.dumps(report, indent=2))
+    size, d, s = args.size_mib, medians["drtool"], medians["skopeo"]
+    print("| tool | backup s | restore s | total s | MiB/s (total) | CPU s | peak RSS MiB |")
+    print("|---|---|---|---|---|---|---|")
+    cpu = d["backup_cpu_s"] + d["restore_cpu_s"]
+    rss = max(d["backup_peak_rss_mib"], d["restore_peak_rss_mib"])
+    print(
+        f"| drtool | {d['backup_s']:.1f} | {d['restore_s']:.1f} | {d['total_s']:.1f} | "
+        f"{size / d['total_s']:.0f} | {cpu:.1f} | {rss:.0f} |"
+    )
+    print(
+        f"| skopeo copy | - | - | {s['total_s']:.1f} | {size / s['total_s']:.0f} | {s['cpu_s']:.1f} | "
+        f"{s['peak_rss_mib']:.0f} |"
+    )
+
+
+def _median(runs: list[dict[str, Any]], key: str, sub: str | None = None) -> float:
+    return statistics.median((r[key][sub] if sub else r[key]) for r in runs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""The helm plugin: Helm 3 releases (their storage Secrets, every revision) and the charts they came from.
+
+Source settings: ``kubeconfig``/``context`` (release Secrets; ``releases`` defaults to true when a kubeconfig
+is given), ``namespaces`` (default all), ``repositories`` (classic ``index.yaml`` repositories: URLs or
+``{url, charts}``), ``all_versions`` (false: only chart versions releases use, plus the newest of named
+charts), ``oci_charts`` (``oci://host/repo/chart:version``), ``plain_http``.
+Target settings: ``kubeconfig``/``context``, ``registry``/``registry_map``/``plain_http`` (where charts are
+pushed), ``chart_prefix`` (``charts``). docs/helm.md explains each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from drtool.plugin.contract import BackupContext, Check, Dependency, Inventory, RestoreContext, RestoreResult
+
+from . import backup as _backup
+from . import restore as _restore
+from .lab import HelmLab
+
+__all__ = ["HelmPlugin"]
+
+
+class HelmPlugin:
+    """Implements ``drtool.plugin.contract.Plugin`` for Helm 3 (Secret storage driver, OCI and classic charts)."""
+
+    name = "helm"
+    description = "Helm releases (storage Secrets, every revision) and their charts (classic repos, OCI), restored"
+    lab = HelmLab()
+
+    def discover(self, source: Mapping[str, Any]) -> Inventory:
+        return _backup.discover_inventory(source)
+
+    def backup(self, source: Mapping[str, Any], ctx: BackupContext) -> Mapping[str, Any]:
+        return _backup.backup(source, ctx)
+
+    def restore(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
+        return _restore.run_restore(ctx, target, options)
+
+    def verify(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
+        return _restore.run_verify(ctx, target, options)
+
+    def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
+        return _restore.dependencies(ctx, target)

@@ -1,0 +1,56 @@
+"""How the helm plugin's source and target stand up in a lab: a control plane for release Secrets and a
+registry for charts, seeded with sample.py's releases and OCI charts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from drtool_plugins.kubernetes.client import KubeClient
+from drtool_plugins.kubernetes.settings import Connection
+
+from drtool.lab.build import go_binary
+from drtool.lab.components.kube_apiserver import KubeApiserver
+
+from ..images.lab import lab_registry
+from ..images.oci import Registry
+from .sample import push_oci_chart, seed_releases
+
+if TYPE_CHECKING:
+    from drtool.lab.lab import Lab
+
+CHARTS = (("webapp", "0.1.0"), ("webapp", "0.2.0"), ("batchjobs", "1.0.0"))
+HELM_MODULE = "helm.sh/helm/v3/cmd/helm"
+HELM_VERSION = "v3.22.0"
+
+
+def helm_cli() -> Path:
+    """The Helm CLI, built once from the Go module proxy (about 3 minutes) and cached like the lab's servers:
+    tests run `helm list`/`helm history` against a restored lab with it."""
+    return go_binary("helm", HELM_MODULE, HELM_VERSION)
+
+
+def _kubeconfig(lab: Lab) -> str:
+    lab.up(["kube-apiserver"])
+    server = lab.first("kube-apiserver")
+    assert isinstance(server, KubeApiserver)
+    return str(server.admin_kubeconfig)
+
+
+class HelmLab:
+    """``LabSupport`` for the helm plugin."""
+
+    kinds = ("etcd", "kube-apiserver", "registry")
+
+    def seed(self, lab: Lab, scale: int = 1) -> dict[str, Any]:
+        kubeconfig = _kubeconfig(lab)
+        seed_releases(KubeClient(Connection(kubeconfig=kubeconfig)))
+        reg = Registry(lab_registry(lab).host)
+        refs = []
+        for name, version in CHARTS:
+            push_oci_chart(reg, f"charts/{name}", name, version)
+            refs.append(f"oci://{reg.host}/charts/{name}:{version}")
+        return {"kubeconfig": kubeconfig, "oci_charts": refs}
+
+    def target(self, lab: Lab) -> dict[str, Any]:
+        return {"kubeconfig": _kubeconfig(lab), "registry": lab_registry(lab).host}

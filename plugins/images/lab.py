@@ -1,0 +1,36 @@
+"""How the images plugin's source and target stand up in a lab: one registry each, seeded with sample.py."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from drtool.lab.components.registry import RegistryServer
+
+from .oci import Registry
+from .sample import seed_registry
+
+if TYPE_CHECKING:
+    from drtool.lab.lab import Lab
+
+
+def lab_registry(lab: Lab) -> RegistryServer:
+    """The lab's registry, started if it is not running."""
+    lab.up(["registry"])
+    server = lab.first("registry")
+    assert isinstance(server, RegistryServer)
+    return server
+
+
+class ImagesLab:
+    """``LabSupport`` for the images plugin."""
+
+    kinds = ("registry",)
+
+    def seed(self, lab: Lab, scale: int = 1) -> dict[str, Any]:
+        server = lab_registry(lab)
+        pushed = seed_registry(Registry(server.host), scale)
+        refs = [f"{server.host}/{p.repository}:{p.tag}" for p in pushed.values() if p.tag]
+        return {"images": refs}
+
+    def target(self, lab: Lab) -> dict[str, Any]:
+        return {"registry": lab_registry(lab).host}
