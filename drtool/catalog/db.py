@@ -9,6 +9,7 @@ from pathlib import Path
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, SQLModel, create_engine, delete, select
 
+from drtool.catalog import runs as _runs  # noqa: F401  (its tables are created with the others)
 from drtool.catalog.models import ArtifactRow, BackupRow, StoreRow
 from drtool.errors import DrtoolError, UsageError
 from drtool.repo.manifest import Manifest, utc_now

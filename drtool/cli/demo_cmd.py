@@ -1,4 +1,4 @@
-"""`drtool demo`: the README's main job, printed as a short story with timings."""
+"""`drtool demo`: the README's main command, printed as a short story with timings and the report's path."""
 
 from __future__ import annotations
 
@@ -8,38 +8,38 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from drtool.cli.rehearse_cmd import print_rehearsal
 from drtool.cli.state import console, human_bytes, progress
 
 
 def demo(
-    keys: Annotated[int, typer.Option(help="How many Kubernetes-shaped keys to write into the source etcd.")] = 20_000,
-    workdir: Annotated[Path | None, typer.Option(help="Where the demo keeps its lab, store and catalog.")] = None,
-    keep: Annotated[bool, typer.Option(help="Leave both etcd servers running afterwards.")] = False,
+    scale: Annotated[int, typer.Option(min=1, help="Content size multiplier for every plugin's lab seed.")] = 1,
+    workdir: Annotated[Path | None, typer.Option(help="Where the demo keeps its labs, store and catalog.")] = None,
+    keep: Annotated[bool, typer.Option(help="Leave the rehearsal's target lab running afterwards.")] = False,
 ) -> None:
-    """Back up a real etcd into a local encrypted store and restore it into a new etcd, verified."""
+    """Seed a lab, back it up encrypted, stop it, and rehearse full-cluster-rebuild into a fresh lab."""
     from drtool.demo import DEFAULT_WORKDIR, run_demo
 
     with progress() as prog:
         report = run_demo(
             workdir or DEFAULT_WORKDIR,
-            keys=keys,
+            scale=scale,
             keep=keep,
-            echo=lambda line: console.print(line, style="dim"),
+            echo=lambda line: console.print(line, style="dim", highlight=False),
             progress=prog,
         )
     table = Table("step", "seconds", "detail", title="drtool demo")
     for step in report.steps:
         table.add_row(step.name, f"{step.seconds:.2f}", step.detail)
     console.print(table)
-    facts = report.facts
     console.print(
-        f"snapshot {human_bytes(facts['snapshot_bytes'])} stored as {human_bytes(facts['stored_bytes'])} "
-        f"(compressed, encrypted); the unchanged second backup stored "
-        f"{human_bytes(facts['second_stored_bytes'])}"
+        f"backup {report.backup_id}: {human_bytes(report.facts.get('read_bytes', 0))} read, "
+        f"{human_bytes(report.facts.get('stored_bytes', 0))} stored (compressed, encrypted)",
+        highlight=False,
     )
-    for check in report.checks:
-        mark = "[green]ok[/]" if check.ok else "[red]FAILED[/]"
-        console.print(f"  {mark} {check.name}" + (f" — {check.detail}" if check.detail else ""))
-    console.print(f"store, catalog and the passphrase file are in {report.workdir}")
+    if report.rehearsal is not None:
+        print_rehearsal(report.rehearsal.report)
+        console.print(f"report: {report.rehearsal.paths['html']}", highlight=False)
+    console.print(f"labs, store, catalog and the passphrase file are in {report.workdir}", highlight=False)
     if not report.ok:
         raise typer.Exit(7)

@@ -108,6 +108,7 @@ class Step(_Strict):
     timeout: Duration | None = None
     retries: int = Field(default=0, ge=0, le=10)
     approval: bool = False  # a human must approve this step in a real disaster (shown in the runbook)
+    optional: bool = False  # skipped ("plugin not in backup") when its plugin is not installed or not backed up
     description: str = ""
 
     @field_validator("id")

@@ -32,6 +32,7 @@ from . import backup as _backup
 from . import restore as _restore
 from . import verify as _verify
 from .client import EtcdSettings
+from .lab import EtcdLab
 
 __all__ = ["EtcdPlugin"]
 
@@ -41,6 +42,7 @@ class EtcdPlugin:
 
     name = "etcd"
     description = "etcd v3 snapshot (Maintenance.Snapshot), restored with etcdutl into a new member"
+    lab = EtcdLab()  # drtool.plugin.contract.LabSupport: seed a lab source, prepare a lab target
 
     def discover(self, source: Mapping[str, Any]) -> Inventory:
         return _backup.discover(source)

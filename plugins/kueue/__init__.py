@@ -23,6 +23,7 @@ from . import deps as _deps
 from . import diff as _diff
 from . import restore as _restore
 from . import verify as _verify
+from .lab import KueueLab
 
 __all__ = ["KueuePlugin"]
 
@@ -32,6 +33,7 @@ class KueuePlugin:
 
     name = "kueue"
     description = "Kueue quotas and policies (flavors, cohorts, queues, checks), restored in dependency order"
+    lab = KueueLab()  # drtool.plugin.contract.LabSupport: seed a lab source, prepare a lab target
 
     def discover(self, source: Mapping[str, Any]) -> Inventory:
         return _backup.discover_inventory(source)

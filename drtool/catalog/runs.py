@@ -1,0 +1,108 @@
+"""Catalog tables for restore runs, their steps, and rehearsal drills: the history an operator keeps.
+
+Unlike the backup tables these are not rebuilt from the store: they record what happened on this side
+(timings, logs, outcomes). They hold no secrets: targets are not stored, only the plan's path and hash,
+so a resumed run reads its targets again from the plan and the environment.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlmodel import Field, Session, SQLModel, select
+
+from drtool.errors import NotFound
+
+if TYPE_CHECKING:
+    from drtool.catalog.db import Catalog
+
+
+class RestoreRunRow(SQLModel, table=True):
+    __tablename__ = "restore_runs"
+    id: str = Field(primary_key=True)
+    kind: str = "restore"  # restore | rehearsal
+    plan_name: str
+    plan_path: str
+    plan_sha256: str
+    values_path: str = ""
+    store_id: str = Field(index=True)
+    backup_id: str
+    started: str = Field(index=True)
+    finished: str = ""
+    status: str = "running"  # running | ok | failed
+    resumed_from: str = ""
+
+
+class StepRunRow(SQLModel, table=True):
+    __tablename__ = "step_runs"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(index=True, foreign_key="restore_runs.id")
+    step_id: str
+    uses: str
+    status: str  # ok | failed | skipped | refused
+    attempts: int = 0
+    started_s: float = 0.0  # seconds from the run's start
+    finished_s: float = 0.0
+    changed: bool = False
+    summary: str = ""
+    error: str = ""
+    log: str = ""
+
+
+class DrillRow(SQLModel, table=True):
+    __tablename__ = "drills"
+    id: str = Field(primary_key=True)  # the rehearsal's run id
+    started: str = Field(index=True)
+    plan_name: str
+    backup_id: str
+    target: str
+    ok: bool  # restored and verified within the objectives, nothing refused (independence: its own column)
+    rto_s: float
+    rto_objective_s: float | None = None
+    rto_met: bool | None = None
+    rpo_s: float | None = None
+    rpo_objective_s: float | None = None
+    rpo_met: bool | None = None
+    independence: str = ""  # the analysis' verdict, or "not analysed"
+    refused_connections: int = 0
+    report: str = ""  # path of the written report
+
+
+class RunLog:
+    """Reads and writes the run tables through a ``Catalog``'s engine."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.engine = catalog.engine
+
+    def save(self, *rows: SQLModel) -> None:
+        with Session(self.engine) as session:
+            for row in rows:
+                session.merge(row)
+            session.commit()
+
+    def replace_steps(self, run_id: str, steps: list[StepRunRow]) -> None:
+        """The run's step rows as they are now (a resumed run keeps its own rows, the old run its own)."""
+        with Session(self.engine) as session:
+            for old in session.exec(select(StepRunRow).where(StepRunRow.run_id == run_id)).all():
+                session.delete(old)
+            session.add_all(steps)
+            session.commit()
+
+    def run(self, run_id: str) -> RestoreRunRow:
+        with Session(self.engine) as session:
+            row = session.get(RestoreRunRow, run_id)
+            if row is None:
+                matches = session.exec(select(RestoreRunRow).where(RestoreRunRow.id.startswith(run_id))).all()  # type: ignore[attr-defined]
+                if len(matches) == 1:
+                    return matches[0]
+                raise NotFound(f"no restore run {run_id!r} in the catalog", "`drtool restore --plan` prints its run id")
+            return row
+
+    def steps(self, run_id: str) -> list[StepRunRow]:
+        with Session(self.engine) as session:
+            query = select(StepRunRow).where(StepRunRow.run_id == run_id).order_by(StepRunRow.started_s)
+            return list(session.exec(query).all())
+
+    def drills(self) -> list[DrillRow]:
+        with Session(self.engine) as session:
+            return list(session.exec(select(DrillRow).order_by(DrillRow.started)).all())

@@ -1,0 +1,211 @@
+"""`drtool plan validate|show`, and `drtool restore --plan FILE [--dry-run]` / `--resume RUN`."""
+
+from __future__ import annotations
+
+import os
+from html import escape
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from drtool.cli.state import console, print_json, progress, state
+from drtool.config import credentials_from_env
+from drtool.errors import SourceError, UsageError
+from drtool.plans.dag import waves
+from drtool.plans.executor import Executor, RunResult, dry_run
+from drtool.plans.loader import LoadedPlan, read_values
+from drtool.plans.schema import Plan, format_duration
+from drtool.plans.source import resolve_backup
+from drtool.plans.validate import check_file
+from drtool.plugin.manager import load_plugins
+from drtool.repo.repository import Repository
+from drtool.store import open_backend
+
+app = typer.Typer(help="Check and show restore plans (docs/plans.md).", no_args_is_help=True)
+
+PlanArg = Annotated[Path, typer.Argument(help="A restore plan (YAML), e.g. restore-plans/full-cluster-rebuild.yaml.")]
+ValuesOpt = Annotated[Path | None, typer.Option("--values", help="YAML file of variables for ${VAR} in the plan.")]
+
+
+def load_checked(path: Path, values: Path | None) -> LoadedPlan:
+    """A plan with every check done; invalid: a one-line error naming the first problem."""
+    loaded = check_file(path, load_plugins(), read_values(values))
+    loaded.require()
+    return loaded
+
+
+@app.command()
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="Plan files.")],
+    values: ValuesOpt = None,
+) -> None:
+    """Check plans: schema, plugins, cycles, dangling needs, waivers, variables; each problem with its line."""
+    invalid = 0
+    for path in files:
+        loaded = check_file(path, load_plugins(), read_values(values))
+        for problem in loaded.problems:
+            style = "red" if problem.severity == "error" else "yellow"
+            console.print(f"[{style}]{problem.render(path)}[/]", highlight=False, soft_wrap=True)
+        if loaded.errors:
+            invalid += 1
+            continue
+        plan = loaded.require()
+        warnings = len(loaded.problems)
+        console.print(
+            f"{path}: valid — plan {plan.name}, {len(plan.steps)} steps, {len(plan.checks)} checks"
+            + (f", {warnings} warning(s)" if warnings else ""),
+            highlight=False,
+        )
+    if invalid:
+        raise UsageError(f"{invalid} of {len(files)} plan(s) invalid", "fix the lines listed above")
+
+
+@app.command()
+def show(
+    file: PlanArg,
+    values: ValuesOpt = None,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Also write the DAG as a picture in an HTML file.")
+    ] = None,
+) -> None:
+    """The plan's steps as a DAG (waves that may run in parallel), objectives, checks and waivers."""
+    plan = load_checked(file, values).require()
+    obj = plan.objectives
+    rto = format_duration(obj.rto) if obj.rto else "-"
+    rpo = format_duration(obj.rpo) if obj.rpo else "-"
+    console.print(
+        f"[bold]{plan.name}[/] — {plan.description or 'no description'}\n"
+        f"source: {plan.source.backup if isinstance(plan.source.backup, str) else plan.source.backup.latest_before}"
+        f"  objectives: RTO {rto}, RPO {rpo}"
+        f"  parallelism {plan.parallelism}",
+        highlight=False,
+    )
+    for number, wave in enumerate(waves(plan.steps), 1):
+        console.print(f"wave {number}", style="bold")
+        for step_id in wave:
+            step = plan.step(step_id)
+            flags = [f for f, on in (("optional", step.optional), ("needs approval", step.approval)) if on]
+            console.print(
+                f"  {step.id} ({step.uses})"
+                + (f" ← {', '.join(step.needs)}" if step.needs else "")
+                + (f"  [{', '.join(flags)}]" if flags else "")
+                + (f"  timeout {format_duration(step.timeout)}" if step.timeout else "")
+                + (f", {step.retries} retries" if step.retries else ""),
+                highlight=False,
+            )
+    for check in plan.checks:
+        console.print(f"check {check.id} ({check.type})", highlight=False)
+    for waiver in plan.waivers:
+        console.print(f"waiver {waiver.match}: {waiver.reason}", highlight=False)
+    if html:
+        from drtool.report import render_dag_svg
+
+        name = escape(plan.name)
+        html.write_text(
+            f"<!doctype html><html><head><meta charset='utf-8'><title>{name}</title></head>"
+            f"<body><h1>{name}</h1>{render_dag_svg(plan)}</body></html>"
+        )
+        console.print(f"wrote {html}")
+
+
+def open_plan_repo(ctx: typer.Context, plan: Plan) -> Repository:
+    """The store: --store or DRTOOL_STORE first, then the plan's ``source.store``, then the config file's."""
+    app_state = state(ctx)
+    if plan.source.store and not (app_state.store or os.environ.get("DRTOOL_STORE")):
+        backend = open_backend(plan.source.store)
+        Repository.read_config(backend)
+        return Repository.open(backend, credentials_from_env())
+    return app_state.open_repo()
+
+
+def restore_with_plan(
+    ctx: typer.Context,
+    plan_file: Path | None,
+    resume: str | None,
+    backup_ref: str | None,
+    values: Path | None,
+    dry: bool,
+    as_json: bool,
+) -> None:
+    """The `drtool restore --plan/--resume` form (store_cmds.restore hands over to it)."""
+    app_state = state(ctx)
+    catalog = app_state.open_catalog()
+    done_before: dict[str, str] = {}
+    resumed_from = ""
+    if resume:
+        from drtool.catalog.runs import RunLog
+
+        log = RunLog(catalog)
+        previous = log.run(resume)
+        if previous.kind != "restore":
+            raise UsageError(f"run {previous.id} was a {previous.kind}, not a restore", "rehearse the plan again")
+        plan_file, resumed_from, backup_ref = Path(previous.plan_path), previous.id, previous.backup_id
+        values = Path(previous.values_path) if previous.values_path else values
+        for step in log.steps(previous.id):
+            if step.status == "ok":
+                done_before[step.step_id] = (
+                    step.summary.removeprefix("done in run ") if step.attempts == 0 else previous.id
+                )
+    assert plan_file is not None
+    loaded = load_checked(plan_file, values)
+    plan = loaded.require()
+    repo = open_plan_repo(ctx, plan)
+    backup_id = repo.resolve(backup_ref) if backup_ref else resolve_backup(repo, plan.source)
+    if dry:
+        planned = dry_run(loaded, repo, backup_id)
+        if as_json:
+            print_json([p.__dict__ for p in planned])
+            return
+        table = Table(
+            "wave",
+            "step",
+            "plugin",
+            "action",
+            "artifacts",
+            "target keys",
+            "note",
+            title=f"dry run: {plan.name} from {backup_id}",
+        )
+        for p in planned:
+            note = p.reason or (f"unset: {', '.join(p.unset)}" if p.unset else "")
+            table.add_row(str(p.wave + 1), p.id, p.uses, p.action, str(p.artifacts), ", ".join(p.target_keys), note)
+        console.print(table)
+        console.print("nothing was written; every chunk the restore needs is in the store")
+        return
+    with progress() as prog:
+        run = Executor(
+            loaded,
+            repo,
+            backup_id,
+            catalog=catalog,
+            values_path=values,
+            done_before=done_before,
+            resumed_from=resumed_from,
+            echo=(lambda _line: None) if as_json else lambda line: console.print(line, style="dim", highlight=False),
+            progress=prog,
+        ).execute()
+    print_run(run, as_json)
+    if not run.ok:
+        failed = ", ".join(s.id for s in run.failed)
+        raise SourceError(
+            f"run {run.run_id}: step(s) {failed} failed", f"fix the cause, then `drtool restore --resume {run.run_id}`"
+        )
+
+
+def print_run(run: RunResult, as_json: bool) -> None:
+    if as_json:
+        print_json(
+            {"run": run.run_id, "plan": run.plan.name, "backup": run.backup_id, "ok": run.ok, "seconds": run.seconds}
+            | {"steps": [s.to_dict() for s in run.steps.values()]}
+        )
+        return
+    table = Table("step", "plugin", "status", "seconds", "attempts", "detail", title=f"run {run.run_id}")
+    for s in run.steps.values():
+        colour = {"ok": "green", "skipped": "yellow"}.get(s.status, "red")
+        table.add_row(
+            s.id, s.uses, f"[{colour}]{s.status}[/]", f"{s.seconds:.1f}", str(s.attempts), s.error or s.summary
+        )
+    console.print(table)
+    console.print(f"plan {run.plan.name}, backup {run.backup_id}: {'ok' if run.ok else 'FAILED'} in {run.seconds:.1f}s")

@@ -1,0 +1,102 @@
+"""A network guard for rehearsals: refuse, and record, every connection drtool makes into the failure domain.
+
+A rehearsal proves a restore does not need the system it replaces. Stopping a lab source only shows that
+nothing *succeeded* in reaching it; the guard shows that nothing *tried*: it is a ``sys.addaudithook`` hook
+on ``socket.getaddrinfo`` and ``socket.connect`` (every Python client — requests, urllib3, boto3, the
+kubernetes client — goes through them), and it raises ``ConnectionRefusedError`` for an address the
+failure domain holds, after noting the address, why it matched, and which plan steps were running.
+
+Audit hooks cannot be removed, so one hook is installed per process and does nothing unless a guard is
+active; its fast path is one comparison per audit event. Subprocesses (etcdutl, a server a plugin starts)
+are outside its reach: `drtool rehearse --netns` runs the whole rehearsal in a network namespace for that.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+IsInside = Callable[[str, int | None], str | None]  # (host, port) -> why it is inside the domain, or None
+_EVENTS = frozenset({"socket.connect", "socket.getaddrinfo"})
+_active: NetworkGuard | None = None
+_installed = False
+_install_lock = threading.Lock()
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    address: str
+    reason: str
+    steps: tuple[str, ...]  # plan steps running when it happened (all of them: threads cannot be told apart)
+    at_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"address": self.address, "reason": self.reason, "steps": list(self.steps), "at_s": self.at_s}
+
+
+def _hook(event: str, args: tuple[Any, ...]) -> None:
+    if event not in _EVENTS:
+        return
+    guard = _active
+    if guard is None:
+        return
+    if event == "socket.connect":
+        address = args[1]
+        if isinstance(address, tuple) and len(address) >= 2 and isinstance(address[0], str):
+            guard.check(address[0], address[1])
+    else:  # socket.getaddrinfo(host, port, family, type, proto, flags): names are refused before resolution
+        host, port = args[0], args[1]
+        if isinstance(host, bytes):
+            host = host.decode(errors="replace")
+        numeric = isinstance(port, int) or (isinstance(port, str) and port.isdigit())
+        if isinstance(host, str) and host:
+            guard.check(host, int(port) if numeric else None)
+
+
+class NetworkGuard:
+    """Active inside its ``with`` block; also the plan executor's ``StepWatcher`` (drtool.plans.executor)."""
+
+    def __init__(self, is_inside: IsInside) -> None:
+        self.is_inside = is_inside
+        self.refused: list[Refusal] = []
+        self.running: set[str] = set()
+        self._lock = threading.Lock()
+        self._t0 = time.monotonic()
+
+    def check(self, host: str, port: int | None) -> None:
+        reason = self.is_inside(host, port)
+        if reason is None:
+            return
+        address = f"[{host}]:{port}" if ":" in host and port else f"{host}:{port}" if port else host
+        with self._lock:
+            self.refused.append(Refusal(address, reason, tuple(sorted(self.running)), time.monotonic() - self._t0))
+        raise ConnectionRefusedError(errno.ECONNREFUSED, f"refused by drtool's rehearsal network guard: {reason}")
+
+    def step_started(self, step_id: str) -> None:
+        with self._lock:
+            self.running.add(step_id)
+
+    def step_finished(self, step_id: str) -> list[dict[str, Any]]:
+        with self._lock:
+            self.running.discard(step_id)
+            return [r.to_dict() for r in self.refused if step_id in r.steps]
+
+    def __enter__(self) -> NetworkGuard:
+        global _active, _installed
+        with _install_lock:
+            if not _installed:
+                sys.addaudithook(_hook)
+                _installed = True
+            if _active is not None:
+                raise RuntimeError("a network guard is already active in this process")
+            _active = self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        global _active
+        _active = None

@@ -1,0 +1,261 @@
+"""`drtool rehearse`: restore a plan into a fresh target with the source unreachable, and measure it.
+
+The order matters. The target is provisioned first, while the source still runs (two labs on one machine
+then never share a port, so the guard cannot mistake one for the other). Then the source is made
+unreachable — a lab source is stopped, and a network guard refuses every connection into the backup's
+failure domain — and the clock starts: RTO is the wall time from there to the last check passing,
+broken down by step. RPO is the age of the restored state: the failure time (now, or ``failure_time``)
+minus the time each plugin's backup finished. The drill is recorded in the catalog and the report is
+written through drtool.report (JSON, Markdown, HTML).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from drtool.independence.analysis import analyze
+from drtool.independence.domain import FailureDomain
+from drtool.lab.lab import Lab
+from drtool.plans.executor import Executor, RunResult, ensure_valid, skip_reason
+from drtool.plans.loader import LoadedPlan
+from drtool.plans.schema import Plan
+from drtool.plans.source import resolve_backup
+from drtool.plugin.manager import load_plugins
+from drtool.progress import Progress
+from drtool.rehearsal.guard import NetworkGuard
+from drtool.rehearsal.target import Target, kubeconfig_target, lab_target
+from drtool.repo.manifest import Manifest, utc_now
+from drtool.repo.repository import Repository
+from drtool.report import write_report
+
+if TYPE_CHECKING:
+    from drtool.catalog.db import Catalog
+
+Echo = Callable[[str], None]
+
+
+@dataclasses.dataclass
+class Rehearsal:
+    restored: bool  # every step ok or skipped, every check passed, objectives met, nothing refused
+    report: dict[str, Any]
+    paths: dict[str, Path]
+    run: RunResult
+    phases: dict[str, float]  # seconds: plan_s, provision_s, restore_s, analysis_s, report_s
+
+    @property
+    def independent(self) -> bool:
+        """The static analysis found nothing needed inside the failure domain (waivers aside)."""
+        return (self.report.get("independence") or {}).get("verdict") != "fail"
+
+    @property
+    def ok(self) -> bool:
+        return self.restored and self.independent
+
+
+@dataclasses.dataclass
+class RehearsalOptions:
+    backup: str | None = None  # a backup reference overriding the plan's source
+    target: str = "lab"  # "lab" or a kubeconfig path
+    keep: bool = False  # leave the target running
+    source_lab: Lab | None = None  # stopped for the rehearsal (and started again afterwards unless stay_down)
+    source_stays_down: bool = False
+    failure_time: dt.datetime | None = None  # default: when the source was made unreachable
+    out_dir: Path = Path("drtool-reports")
+    labs_root: Path | None = None
+
+
+def _parse_time(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def source_domain(manifest: Manifest, source_lab: Lab | None) -> FailureDomain:
+    """The backup's failure domain, plus every port of a lab source (plugins record what they know;
+    the lab knows every server it runs)."""
+    facts = {k: list(v) if isinstance(v, list) else v for k, v in manifest.failure_domain.items()}
+    evidence: dict[str, str] = {}
+    if source_lab is not None:
+        ports = sorted(
+            {
+                f"127.0.0.1:{value}"
+                for comp in source_lab.components.values()
+                for key, value in dataclasses.asdict(comp).items()
+                if key.endswith("port") and isinstance(value, int) and value > 0
+            }
+        )
+        facts["lab_source_endpoints"] = ports
+        evidence["lab_source_endpoints"] = f"ports of lab {source_lab.name}"
+    base = FailureDomain.from_manifest(manifest)
+    return FailureDomain(facts, {**base.evidence, **evidence})
+
+
+def rpo(manifest: Manifest, plugins: list[str], failure_time: dt.datetime) -> dict[str, float]:
+    """Seconds of state lost per plugin: failure time minus when that plugin's backup finished."""
+    return {
+        name: round((failure_time - _parse_time(manifest.plugins[name].finished)).total_seconds(), 3)
+        for name in plugins
+        if name in manifest.plugins
+    }
+
+
+def _independence(plan: Plan, repo: Repository, backup_id: str, target: Target) -> dict[str, Any]:
+    """The static independence analysis of the plan against the targets the rehearsal really used."""
+    targets = {s.id: {**plan.target_for(s), **target.overrides.get(s.uses, {})} for s in plan.steps}
+    return analyze(plan, repo, backup_id, targets).to_dict()
+
+
+def rehearse(
+    loaded: LoadedPlan,
+    repo: Repository,
+    options: RehearsalOptions,
+    *,
+    catalog: Catalog | None = None,
+    echo: Echo = lambda _line: None,
+    progress: Progress | None = None,
+) -> Rehearsal:
+    phases: dict[str, float] = {}  # drtool's own time (plan, analysis, report) next to the restore's
+    clock = time.monotonic()
+    plan = ensure_valid(loaded)
+    backup_id = resolve_backup(repo, plan.source, options.backup)
+    manifest = repo.get_manifest(backup_id)
+    installed = load_plugins()
+    will_run = [installed[s.uses] for s in plan.steps if skip_reason(s, manifest, installed) is None]
+    plugins = list({p.name: p for p in will_run}.values())
+    domain = source_domain(manifest, options.source_lab)
+    phases["plan_s"], clock = time.monotonic() - clock, time.monotonic()
+    echo(f"rehearsing plan {plan.name} from backup {backup_id} into {options.target}")
+    if options.target == "lab":
+        target = lab_target(plugins, options.labs_root)
+    else:
+        target = kubeconfig_target(options.target, plugins)
+    phases["provision_s"] = time.monotonic() - clock
+    echo(f"target {target.description} ready in {phases['provision_s']:.1f}s")
+    try:
+        if options.source_lab is not None:
+            options.source_lab.down(purge=False)
+            echo(f"source lab {options.source_lab.name} stopped: it stays unreachable for the rehearsal")
+        failure_time = options.failure_time or dt.datetime.now(dt.UTC)
+        guard = NetworkGuard(domain.is_inside)
+        started = time.monotonic()
+        with guard:
+            executor = Executor(
+                loaded,
+                repo,
+                backup_id,
+                overrides=target.overrides,
+                catalog=catalog,
+                kind="rehearsal",
+                watcher=guard,
+                echo=echo,
+                progress=progress,
+            )
+            run = executor.execute()
+            verified_s = time.monotonic() - started
+            outside_steps = [r.to_dict() for r in guard.refused if not r.steps]
+        phases["restore_s"], clock = verified_s, time.monotonic()
+        independence = _independence(plan, repo, backup_id, target)
+        phases["analysis_s"], clock = time.monotonic() - clock, time.monotonic()
+        report = build_report(loaded, manifest, run, target, failure_time, verified_s, phases, outside_steps)
+        report["independence"] = independence
+        paths = write_report(report, options.out_dir, f"rehearsal-{plan.name}-{run.run_id}")
+        phases["report_s"] = time.monotonic() - clock
+        result = Rehearsal(_restored(report), report, paths, run, phases)
+        if catalog is not None:
+            _record_drill(catalog, report, paths, result.restored)  # independence has its own column
+        echo(f"report: {paths['html']}")
+        return result
+    finally:
+        if not options.keep:
+            target.teardown()
+        if options.source_lab is not None and not options.source_stays_down:
+            options.source_lab.up(list(dict.fromkeys(c.kind for c in options.source_lab.components.values())))
+
+
+def build_report(
+    loaded: LoadedPlan,
+    manifest: Manifest,
+    run: RunResult,
+    target: Target,
+    failure_time: dt.datetime,
+    verified_s: float,
+    phases: dict[str, float],
+    refused_outside_steps: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The report dict drtool.report renders (its shape is documented in docs/rehearsal.md)."""
+    plan = run.plan
+    ran = [s.uses for s in run.steps.values() if s.status == "ok"]
+    per_plugin = rpo(manifest, list(dict.fromkeys(ran)), failure_time)
+    rpo_s = max(per_plugin.values()) if per_plugin else None
+    rto_objective = plan.objectives.rto.total_seconds() if plan.objectives.rto else None
+    rpo_objective = plan.objectives.rpo.total_seconds() if plan.objectives.rpo else None
+    checks = [
+        {"step": s.id, "name": c.name, "ok": c.ok, "detail": c.detail} for s in run.steps.values() for c in s.checks
+    ]
+    checks += [{"step": "plan", "name": c.name, "ok": c.ok, "detail": c.detail} for c in run.checks]
+    return {
+        "kind": "rehearsal",
+        "plan": {"name": plan.name, "path": str(loaded.path)},
+        "backup": {"id": manifest.id, "created": manifest.finished},
+        "independence": None,
+        "run": {
+            "id": run.run_id,
+            "started": run.started,
+            "finished": utc_now(),
+            "target": target.description,
+            "phases_s": {k: round(v, 3) for k, v in phases.items()},
+            "steps": [s.to_dict() for s in run.steps.values()],
+            "refused_outside_steps": refused_outside_steps,
+            "rto": {
+                "measured_s": round(verified_s, 3),
+                "objective_s": rto_objective,
+                "met": None if rto_objective is None else run.ok and verified_s <= rto_objective,
+            },
+            "rpo": {
+                "per_plugin": per_plugin,
+                "measured_s": rpo_s,
+                "objective_s": rpo_objective,
+                "met": None if rpo_objective is None or rpo_s is None else rpo_s <= rpo_objective,
+                "failure_time": failure_time.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            },
+        },
+        "checks": checks,
+    }
+
+
+def _restored(report: dict[str, Any]) -> bool:
+    run = report["run"]
+    steps_ok = all(s["status"] in ("ok", "skipped") for s in run["steps"])
+    checks_ok = all(c["ok"] for c in report["checks"])
+    objectives_ok = run["rto"]["met"] is not False and run["rpo"]["met"] is not False
+    return steps_ok and checks_ok and objectives_ok and not run["refused_outside_steps"]
+
+
+def _record_drill(catalog: Catalog, report: dict[str, Any], paths: dict[str, Path], ok: bool) -> None:
+    from drtool.catalog.runs import DrillRow, RunLog
+
+    run = report["run"]
+    independence = report.get("independence") or {}
+    RunLog(catalog).save(
+        DrillRow(
+            id=run["id"],
+            started=run["started"],
+            plan_name=report["plan"]["name"],
+            backup_id=report["backup"]["id"],
+            target=run["target"],
+            ok=ok,
+            rto_s=run["rto"]["measured_s"],
+            rto_objective_s=run["rto"]["objective_s"],
+            rto_met=run["rto"]["met"],
+            rpo_s=run["rpo"]["measured_s"],
+            rpo_objective_s=run["rpo"]["objective_s"],
+            rpo_met=run["rpo"]["met"],
+            independence=str(independence.get("verdict", "not analysed")),
+            refused_connections=sum(len(s["refused_connections"]) for s in run["steps"])
+            + len(run["refused_outside_steps"]),
+            report=str(paths["html"]),
+        )
+    )

@@ -1,0 +1,106 @@
+"""Labs made by the plugins' ``LabSupport``: seeded sources, and the target a rehearsal restores into.
+
+A fresh lab is a rehearsal's default target because a rehearsal must never write into something that
+matters. Each plugin says which lab components it needs (``lab.kinds``), fills a source (``lab.seed``) and
+returns the target mapping that points at an empty one (``lab.target``), so a new plugin with LabSupport is
+seeded, backed up and rehearsed (`drtool lab seed`, `drtool demo`, `drtool rehearse`) with no change here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from drtool.errors import UsageError
+from drtool.lab.components.etcd import EtcdServer
+from drtool.lab.lab import Lab
+from drtool.plugin.contract import LabSupport, Plugin
+from drtool.plugin.manager import get_plugin, load_plugins
+
+
+@dataclasses.dataclass
+class Target:
+    description: str  # "lab rehearsal-1a2b3c" or the kubeconfig's path
+    overrides: dict[str, dict[str, Any]]  # plugin name -> target mapping laid over the plan's
+    lab: Lab | None = None
+
+    def teardown(self) -> None:
+        """Stop everything the rehearsal started in its lab (servers restores started included); delete it."""
+        if self.lab is None:
+            return
+        stop_restored_servers(self.lab.root)
+        self.lab.down()
+
+
+def lab_support(plugin: Plugin) -> LabSupport | None:
+    support = getattr(plugin, "lab", None)
+    return support if isinstance(support, LabSupport) else None
+
+
+def lab_plugins(names: Iterable[str] | None = None) -> list[Plugin]:
+    """Installed plugins with LabSupport (all, or those named), in name order."""
+    installed = load_plugins()
+    if names is not None:
+        chosen = [get_plugin(n) for n in names]
+        missing = [p.name for p in chosen if lab_support(p) is None]
+        if missing:
+            raise UsageError(f"plugin(s) {', '.join(missing)} have no lab support", "leave them out of -p")
+        return chosen
+    return [installed[n] for n in sorted(installed) if lab_support(installed[n]) is not None]
+
+
+def seed_sources(
+    lab: Lab, plugins: Iterable[Plugin], scale: int = 1, echo: Callable[[str], None] = lambda _l: None
+) -> dict[str, dict[str, Any]]:
+    """Seed ``lab`` through each plugin; plugin name -> the backup source mapping its seed returned."""
+    sources: dict[str, dict[str, Any]] = {}
+    for plugin in plugins:
+        started = time.monotonic()
+        sources[plugin.name] = dict(lab_support(plugin).seed(lab, scale))  # type: ignore[union-attr]
+        lab.save()
+        echo(f"seeded {plugin.name} in {time.monotonic() - started:.1f}s")
+    return sources
+
+
+def lab_target(plugins: Iterable[Plugin], root: Path | None = None, name: str | None = None) -> Target:
+    """A new lab with what every plugin needs, and each plugin's target in it."""
+    plugins = list(plugins)
+    missing = [p.name for p in plugins if lab_support(p) is None]
+    if missing:
+        raise UsageError(
+            f"plugin(s) {', '.join(missing)} cannot prepare a lab target (no LabSupport)",
+            "rehearse into a real cluster with --target KUBECONFIG, or leave those steps out",
+        )
+    lab = Lab(name or f"rehearsal-{secrets.token_hex(3)}", root)
+    try:  # each plugin starts what it needs, the way it needs it (an OpenBao target must stay uninitialized)
+        overrides = {p.name: dict(lab_support(p).target(lab)) for p in plugins}  # type: ignore[union-attr]
+        lab.save()
+    except BaseException:
+        stop_restored_servers(lab.root)
+        lab.down()
+        raise
+    return Target(f"lab {lab.name}", overrides, lab)
+
+
+def kubeconfig_target(path: str, plugins: Iterable[Plugin]) -> Target:
+    """An existing cluster named by a kubeconfig: every step's target gets ``kubeconfig`` pointing at it."""
+    if not Path(path).expanduser().is_file():
+        raise UsageError(f"--target {path}: no such kubeconfig", "pass `lab` or the path of a kubeconfig file")
+    resolved = str(Path(path).expanduser().resolve())
+    return Target(resolved, {p.name: {"kubeconfig": resolved} for p in plugins})
+
+
+def stop_restored_servers(root: Path) -> None:
+    """Stop etcd members that restores under ``root`` started (their markers name them), e.g. a lab's."""
+    for marker in root.glob("**/*.drtool-restore.json"):
+        try:
+            server = json.loads(marker.read_text()).get("server")
+        except (OSError, ValueError):
+            continue
+        if isinstance(server, Mapping):
+            EtcdServer.from_state(dict(server)).stop()
