@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,8 @@ from drtool.repo.repository import Repository
 
 if TYPE_CHECKING:
     from drtool.catalog import Catalog  # SQLAlchemy is slow to import; only its user pays
+
+log = logging.getLogger(__name__)
 
 
 def run_backup(
@@ -28,12 +31,19 @@ def run_backup(
     """Back up with each plugin; a failing plugin makes the backup partial. If all fail, nothing is written."""
     with repo.begin_backup(backup_set=backup_set, tags=tags, progress=progress) as session:
         for plugin in plugins:
+            log.debug("backup: running plugin %s", plugin.name)
             session.run_plugin(plugin, sources.get(plugin.name, {}))
+            outcome = session.outcomes.get(plugin.name)
+            log.debug("backup: plugin %s %s", plugin.name, outcome.status if outcome else "produced nothing")
         failures = {name: o.error for name, o in session.outcomes.items() if o.status == "failed"}
+        for name, err in failures.items():
+            log.info("backup: plugin %s failed: %s", name, err)
         if failures and len(failures) == len(plugins):
             detail = "; ".join(f"{name}: {err}" for name, err in failures.items())
             raise SourceError(f"backup failed, nothing was written: {detail}")
         manifest = session.commit()
+    log.debug("backup %s committed: %s, %d artifact(s)", manifest.id, manifest.status, len(manifest.artifacts))
     if catalog is not None:
         catalog.record(manifest)
+        log.debug("backup %s recorded in the catalog", manifest.id)
     return manifest

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,6 +11,8 @@ from drtool.errors import NotFound, SourceError
 from drtool.plugin.contract import Check, Dependency, Plugin, RestoreResult
 from drtool.progress import Progress
 from drtool.repo.repository import Repository
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -73,7 +76,10 @@ def run_restore(
             f"backup {ctx.backup_id} holds nothing from plugin {plugin.name}",
             f"`drtool show {ctx.backup_id}` lists what it holds",
         )
+    log.debug("restore: backup %s, plugin %s, %d artifact(s)", ctx.backup_id, plugin.name, len(ctx.artifacts))
     ctx.preflight()
     result = plugin.restore(ctx, target, options or {})
+    log.debug("restore: plugin %s restored (changed=%s); verifying=%s", plugin.name, result.changed, verify)
     checks = plugin.verify(ctx, target, options or {}) if verify else []
+    log.debug("restore: %d check(s), %d failed", len(checks), sum(not c.ok for c in checks))
     return RestoreOutcome(ctx.backup_id, plugin.name, result, checks)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 from drtool.crypto import slots
 from drtool.crypto.master import MasterKey
 from drtool.errors import WrongKey
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,8 +43,10 @@ class Credentials:
                 continue
             for slot in (s for s in key_slots if s.kind == kind):
                 tried = True
+                log.debug("trying key slot %s (%s) of store %s", slot.id, kind, store_id)
                 master = opener(slot, store_id, credential)
                 if master is not None:
+                    log.debug("key slot %s (%s) opened the store", slot.id, kind)
                     return master, slot
         if self.shares and not tried:
             raise WrongKey(

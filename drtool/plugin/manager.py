@@ -8,6 +8,7 @@ without taking the others down.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from functools import cache
 from importlib.metadata import entry_points
@@ -16,6 +17,7 @@ from drtool.errors import NotFound, UsageError
 from drtool.plugin.contract import Plugin
 
 GROUP = "drtool.plugins"
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -35,11 +37,13 @@ def registry() -> Registry:
             plugin = ep.load()()
         except Exception as exc:  # a third party's bug must not stop the other plugins
             found.broken[ep.name] = f"{ep.value} failed to load: {exc}"
+            log.info("plugin %s failed to load: %s", ep.name, exc)
             continue
         if not isinstance(plugin, Plugin):
             found.broken[ep.name] = f"{ep.value} does not implement the plugin contract"
             continue
         found.plugins[plugin.name] = plugin
+    log.debug("plugins loaded: %s", ", ".join(sorted(found.plugins)) or "none")
     return found
 
 

@@ -13,11 +13,14 @@ Contract (tested by one conformance suite over every backend, tests/test_backend
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Protocol, runtime_checkable
 from urllib.parse import urlparse
 
 from drtool.errors import UsageError
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -52,6 +55,7 @@ class Backend(Protocol):
 def open_backend(url: str) -> Backend:
     """Open the backend a store URL names: a path or file:// URL, or s3://bucket[/prefix]."""
     parsed = urlparse(url)
+    log.debug("opening store %s", url)
     if parsed.scheme in ("", "file"):
         from drtool.store.local import LocalBackend
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import secrets
 import threading
@@ -11,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from drtool.errors import NotFound, ObjectExists, StoreUnavailable
+
+log = logging.getLogger(__name__)
 
 _TMP = ".tmp"
 
@@ -45,6 +48,7 @@ class LocalBackend:
     def put(self, name: str, data: bytes, *, exclusive: bool = False) -> None:
         path = self._path(name)
         tmp_dir = self.root / _TMP
+        log.debug("put %s (%d bytes%s)", path, len(data), ", exclusive" if exclusive else "")
         tmp = tmp_dir / f"{secrets.token_hex(8)}"
         try:
             if not self.root.is_dir():
@@ -85,6 +89,7 @@ class LocalBackend:
             raise self._io_error("flush", str(directory), exc) from exc
 
     def get(self, name: str) -> bytes:
+        log.debug("get %s", self._path(name))
         try:
             return self._path(name).read_bytes()
         except FileNotFoundError:
@@ -116,6 +121,7 @@ class LocalBackend:
                     yield rel_dir + fn
 
     def delete(self, name: str) -> None:
+        log.debug("delete %s", self._path(name))
         _unlink_quietly(self._path(name))
 
     def leftover_temp_files(self) -> list[str]:

@@ -9,6 +9,7 @@ line, not hang for minutes), and write-once objects through conditional writes.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,7 @@ _AUTH_CODES = frozenset(
 )
 _CREDENTIALS_HINT = "check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE and the bucket policy"
 _NETWORK_HINT = "check that the S3 endpoint is up and that AWS_ENDPOINT_URL names it"
+log = logging.getLogger(__name__)
 
 
 class S3Backend:
@@ -103,6 +105,7 @@ class S3Backend:
         """Write ``data``; with ``exclusive`` a conditional write (If-None-Match: *) makes S3 refuse to replace."""
         key = self._key(name)
         condition = {"IfNoneMatch": "*"} if exclusive else {}
+        log.debug("put s3://%s/%s (%d bytes%s)", self.bucket, key, len(data), ", exclusive" if exclusive else "")
         with self._calling("write", name):
             try:
                 self._client.put_object(Bucket=self.bucket, Key=key, Body=data, **condition)
@@ -120,6 +123,7 @@ class S3Backend:
         with self._calling("read", name):
             data = self._client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         self._bucket_seen = True
+        log.debug("got s3://%s/%s (%d bytes)", self.bucket, key, len(data))
         return data
 
     def exists(self, name: str) -> bool:
@@ -134,6 +138,7 @@ class S3Backend:
     def list(self, prefix: str = "") -> Iterator[str]:
         """Names under ``prefix`` (a plain string prefix); pages through any number of objects."""
         full = self._root + (self._check_name(prefix) if prefix else "")
+        log.debug("list s3://%s/%s*", self.bucket, full)
         pages = self._client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=full)
         with self._calling("list", f"{prefix or 'objects'}*"):
             for page in pages:
@@ -146,6 +151,7 @@ class S3Backend:
     def delete(self, name: str) -> None:
         """Delete ``name``; S3 answers a delete of a missing key with success, which keeps this idempotent."""
         key = self._key(name)
+        log.debug("delete s3://%s/%s", self.bucket, key)
         with self._calling("delete", name):
             self._client.delete_object(Bucket=self.bucket, Key=key)
 
