@@ -14,17 +14,21 @@ import getpass
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from drtool import yamlio
 from drtool.crypto.credentials import Credentials
 from drtool.crypto.slots import parse_keyfile
 from drtool.errors import UsageError
 
+if TYPE_CHECKING:
+    from drtool.scheduler.sets import BackupSet
+
 DEFAULT_CONFIG = "~/.config/drtool/config.yaml"
 DEFAULT_CATALOG = "~/.local/share/drtool/catalog.db"
-_ALLOWED_KEYS = {"store", "catalog", "sources"}
+_ALLOWED_KEYS = {"store", "catalog", "sources", "backup_sets"}
 
 
 @dataclasses.dataclass
@@ -33,6 +37,7 @@ class Settings:
     store: str | None = None
     catalog: str = DEFAULT_CATALOG
     sources: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    backup_sets: dict[str, BackupSet] = dataclasses.field(default_factory=dict)  # docs/scheduling.md
 
     def require_store(self) -> str:
         if not self.store:
@@ -50,15 +55,10 @@ class Settings:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise UsageError(f"config file {path}{where} is not valid YAML", "fix the file") from None
+    data = yamlio.load(path, "config file") or {}
     if not isinstance(data, dict):
         raise UsageError(f"config file {path} must be a mapping", "see docs/configuration.md")
-    unknown = set(data) - _ALLOWED_KEYS
+    unknown = {str(key) for key in data} - _ALLOWED_KEYS
     if unknown:
         raise UsageError(
             f"config file {path} has unknown key(s): {', '.join(sorted(unknown))}",
@@ -80,7 +80,16 @@ def load_settings(config: str | None = None, store: str | None = None, catalog: 
         store=store or os.environ.get("DRTOOL_STORE") or data.get("store"),
         catalog=catalog or os.environ.get("DRTOOL_CATALOG") or data.get("catalog") or DEFAULT_CATALOG,
         sources=sources,
+        backup_sets=_backup_sets(data.get("backup_sets"), path),
     )
+
+
+def _backup_sets(raw: Any, path: Path) -> dict[str, BackupSet]:
+    if raw is None:
+        return {}
+    from drtool.scheduler.sets import parse_backup_sets  # pydantic models: only configs that declare sets pay
+
+    return parse_backup_sets(raw, str(path))
 
 
 def _read_secret_file(var: str) -> str | None:

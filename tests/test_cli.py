@@ -4,11 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -162,42 +157,6 @@ def test_passphrase_never_in_argv_or_output(cli: Cli, files_setup: tuple[Path, P
     out = cli("backup", "-p", "files", check=True)
     secret = cli.env["DRTOOL_PASSPHRASE"]
     assert secret not in out.stdout + out.stderr
-
-
-def _backup_process(cli: Cli) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "drtool", "backup", "-p", "files", "--json"],
-        env=cli.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def test_kill_9_at_random_points_leaves_no_visible_backup(cli: Cli, files_setup: tuple[Path, Path]) -> None:
-    src, _store = files_setup
-    (src / "model.bin").write_bytes(random.Random(7).randbytes(160 * 1024 * 1024))
-    started = time.monotonic()
-    proc = _backup_process(cli)
-    out, _ = proc.communicate(timeout=300)
-    full = time.monotonic() - started
-    baseline = {json.loads(out)["id"]}
-    rng = random.Random(11)
-    for _ in range(6):
-        os.utime(src / "model.bin")  # same content: the next backups deduplicate against the first
-        proc = _backup_process(cli)
-        time.sleep(rng.uniform(0.3, max(0.4, full * 0.95)))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        listed = {b["id"]: b for b in json.loads(cli("list", "--json", check=True).stdout)}
-        new = set(listed) - baseline
-        assert all(listed[i]["status"] == "complete" for i in new)  # either finished whole, or invisible
-        baseline |= new
-    report = json.loads(cli("check", "--json", check=True).stdout)
-    assert report["ok"] and not report["missing_chunks"]
-    final = json.loads(cli("backup", "-p", "files", "--json", check=True).stdout)
-    assert final["status"] == "complete"
-    assert final["stats"]["bytes_stored"] < 1024 * 1024  # everything but small changes was already stored
 
 
 def test_no_plaintext_secret_anywhere_after_backup(cli: Cli, files_setup: tuple[Path, Path], tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import random
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,16 +39,6 @@ def _listed(cli: Cli) -> dict[str, dict]:  # type: ignore[type-arg]
 def _assert_store_clean(cli: Cli) -> None:
     report = json.loads(cli("check", "--read-data", "--json", check=True).stdout)
     assert report["ok"] and not report["missing_chunks"], report
-
-
-def _backup_process(cli: Cli) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "drtool", "backup", "-p", "files", "--json"],
-        env=cli.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def test_injected_5xx_are_retried_and_never_leave_a_torn_backup(
@@ -106,6 +95,15 @@ def test_store_that_stays_down_fails_clearly_and_the_next_run_completes(
     _assert_store_clean(cli)
 
 
+def _wait_for_objects(server: MinioServer, bucket: str, count: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.client().list_objects_v2(Bucket=bucket, MaxKeys=count).get("KeyCount", 0) >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {count} objects reached {bucket} in {timeout}s")
+
+
 @pytest.fixture
 def own_minio(lab_root: Path) -> Iterator[MinioServer]:
     """A MinIO of this test's own, so stopping it does not disturb the session's."""
@@ -124,8 +122,8 @@ def test_minio_stopped_mid_upload_then_restarted(cli: Cli, tmp_path: Path, own_m
     own_minio.create_bucket("outage")
     cli.env.update(own_minio.env())
     cli("init", "--store", "s3://outage/dr", check=True)
-    proc = _backup_process(cli)
-    time.sleep(2.0)  # well inside the upload of 160 MiB
+    proc = cli.popen("backup", "-p", "files", "--json")
+    _wait_for_objects(own_minio, "outage", 30)  # a fifth of the chunks have landed: well inside the upload
     own_minio.stop()
     _, err = proc.communicate(timeout=180)
     assert proc.returncode == 3, err

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from drtool import yamlio
 from drtool.errors import NotFound, UsageError
 from drtool.plans.schema import Plan
 
@@ -148,7 +149,7 @@ def read_values(path: Path | None) -> dict[str, str]:
         return {}
     if not path.is_file():
         raise NotFound(f"values file {path} not found", "pass an existing YAML file to --values")
-    data = yaml.safe_load(path.read_text()) or {}
+    data = yamlio.load(path, "values file") or {}
     if not isinstance(data, dict) or not all(isinstance(v, str | int | float | bool) for v in data.values()):
         raise UsageError(f"values file {path} is not a flat mapping of NAME: value", "write one `NAME: value` a line")
     return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in data.items()}
@@ -164,7 +165,7 @@ def load_plan(
     path = Path(path)
     if not path.is_file():
         raise NotFound(f"plan {path} not found", "give the path of a plan file, e.g. restore-plans/*.yaml")
-    text = path.read_text()
+    text = yamlio.read_text(path, "plan")
     variables = {**(os.environ if env is None else env), **(values or {})}
     lines: dict[Loc, int] = {}
     unset: dict[str, int] = {}
@@ -179,6 +180,9 @@ def load_plan(
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         loaded.problems.append(Problem(mark.line + 1 if mark else None, f"not valid YAML: {problem}"))
+        return loaded
+    except RecursionError:
+        loaded.problems.append(Problem(None, "nested too deeply", "a plan is a few levels of mappings and lists"))
         return loaded
     if not isinstance(raw, dict):
         loaded.problems.append(Problem(1, "a plan is a YAML mapping", "start from a file in restore-plans/"))

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
+import secrets
 
 CONFIG = "drtool-store.json"
 KEYS = "keys/"
 CHUNKS = "chunks/"
 MANIFESTS = "manifests/"
+LOCKS = "locks/"
 
 BACKUP_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")
 CHUNK_ID = re.compile(r"^[0-9a-f]{64}$")
+LOCK_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{16}$")
 
 
 def chunk(chunk_id: str) -> str:
@@ -33,3 +37,17 @@ def backup_id_of(name: str) -> str | None:
 
 def key_slot(slot_id: str) -> str:
     return f"{KEYS}{slot_id}"
+
+
+def lock(lock_id: str) -> str:
+    return f"{LOCKS}{lock_id}"
+
+
+def lock_id_of(name: str) -> str | None:
+    tail = name[len(LOCKS) :] if name.startswith(LOCKS) else ""
+    return tail if LOCK_ID.match(tail) else None
+
+
+def new_lock_id(created: dt.datetime) -> str:
+    """Creation time first, so a listing reads oldest first; 64 random bits so two hosts never collide."""
+    return f"{created:%Y%m%dT%H%M%SZ}-{secrets.token_hex(8)}"

@@ -1,0 +1,176 @@
+"""`drtool prune`: forget backups the retention policy no longer keeps, then delete chunks nothing names.
+
+Safety argument (restic's design, docs/retention.md):
+- prune holds the store's exclusive lock, so no backup runs: every running backup holds a shared lock, and
+  a backup whose lock was removed as stale aborts before publishing (drtool/repo/lock.py);
+- the mark phase reads every manifest that survives; if any manifest cannot be read, nothing is swept
+  (a chunk it names would look like garbage);
+- manifests are deleted before chunks, so a crash leaves orphan chunks (cleaned by the next prune), never a
+  manifest naming a deleted chunk;
+- the lock is re-checked before the sweep and between batches: a prune that lost it stops deleting.
+Objects under S3 Object Lock retention or legal hold are skipped and reported, never errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+
+from drtool.errors import DrtoolError
+from drtool.repo import layout
+from drtool.repo.lock import DEFAULT_TTL, acquire, remove_stale_locks
+from drtool.repo.manifest import Manifest
+from drtool.repo.repository import Repository
+from drtool.repo.writer import DEFAULT_LOCK_WAIT, DEFAULT_WORKERS
+from drtool.retention import BackupRef, Decision, RetentionPolicy, decide
+from drtool.store.backend import Backend
+
+_BATCH = 1000  # chunks deleted between two lock checks
+
+
+@dataclasses.dataclass
+class PruneReport:
+    dry_run: bool
+    decisions: dict[str, list[Decision]] = dataclasses.field(default_factory=dict)  # set name -> decisions
+    forgotten: list[str] = dataclasses.field(default_factory=list)
+    unreadable_manifests: dict[str, str] = dataclasses.field(default_factory=dict)
+    chunks_present: int = 0
+    chunks_referenced: int = 0
+    chunks_deleted: int = 0  # or, in a dry run, that would be deleted
+    locked_objects: dict[str, str] = dataclasses.field(default_factory=dict)  # object name -> retention
+    stale_locks_removed: list[str] = dataclasses.field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        data = dataclasses.asdict(self)
+        data["decisions"] = {
+            name: [{"id": d.backup.id, "keep": d.keep, "reasons": list(d.reasons)} for d in decisions]
+            for name, decisions in self.decisions.items()
+        }
+        return data
+
+
+def backup_ref(manifest: Manifest) -> BackupRef:
+    started = dt.datetime.fromisoformat(manifest.started)
+    return BackupRef(id=manifest.id, time=started, complete=manifest.status == "complete", tags=tuple(manifest.tags))
+
+
+def plan(
+    manifests: Iterable[Manifest],
+    policies: Mapping[str, RetentionPolicy],
+    now: dt.datetime,
+    only_set: str | None = None,
+) -> dict[str, list[Decision]]:
+    """Decisions per backup set; a set without a policy (or not selected by ``only_set``) keeps everything."""
+    by_set: dict[str, list[BackupRef]] = {}
+    for m in manifests:
+        by_set.setdefault(m.backup_set or "", []).append(backup_ref(m))
+    out = {}
+    for name, refs in sorted(by_set.items()):
+        policy = policies.get(name) if only_set in (None, name) else None
+        out[name] = decide(refs, policy or RetentionPolicy(), now)
+    return out
+
+
+def object_lock(backend: Backend, name: str, now: dt.datetime) -> str | None:
+    """Why ``name`` cannot be deleted under S3 Object Lock ("compliance until ...", "legal hold"), else None."""
+    # S3Backend has no public accessor for an object's retention yet; its HEAD carries it
+    head = backend._head(name)  # type: ignore[attr-defined]
+    if head is None:
+        return None
+    if head.get("ObjectLockLegalHoldStatus") == "ON":
+        return "legal hold"
+    until = head.get("ObjectLockRetainUntilDate")
+    if until is not None and until > now:
+        return f"{str(head.get('ObjectLockMode', '')).lower()} retention until {until:%Y-%m-%dT%H:%M:%SZ}"
+    return None
+
+
+def prune(
+    repo: Repository,
+    policies: Mapping[str, RetentionPolicy],
+    *,
+    only_set: str | None = None,
+    dry_run: bool = False,
+    now: dt.datetime | None = None,
+    lock_wait: float = DEFAULT_LOCK_WAIT,
+    lock_ttl: float = DEFAULT_TTL,
+    workers: int = DEFAULT_WORKERS,
+) -> PruneReport:
+    """Forget what the policies no longer keep, then garbage-collect chunks. ``dry_run`` changes nothing."""
+    now = now or dt.datetime.now(dt.UTC)
+    report = PruneReport(dry_run=dry_run)
+    if dry_run:  # reads only: no lock, so it can run beside backups (its chunk count is then approximate)
+        _run(repo, policies, only_set, now, report, workers, check_lock=lambda: None)
+        return report
+    with acquire(repo, "exclusive", "prune", wait=lock_wait, ttl=lock_ttl) as lock:
+        report.stale_locks_removed = [lock.id for lock in remove_stale_locks(repo)]
+        _run(repo, policies, only_set, now, report, workers, check_lock=lock.check)
+    return report
+
+
+def _run(
+    repo: Repository,
+    policies: Mapping[str, RetentionPolicy],
+    only_set: str | None,
+    now: dt.datetime,
+    report: PruneReport,
+    workers: int,
+    check_lock: Callable[[], None],
+) -> None:
+    locking = _object_lock_enabled(repo.backend)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-prune") as pool:
+        manifests = list(filter(None, pool.map(lambda i: _read(repo, i, report), repo.backup_ids())))
+        report.decisions = plan(manifests, policies, now, only_set)
+        doomed = {d.backup.id for ds in report.decisions.values() for d in ds if not d.keep}
+        if not report.dry_run:
+            check_lock()
+            names = [layout.manifest(i) for i in sorted(doomed)]
+            deleted = _delete(repo.backend, names, locking, now, report, pool)
+            report.forgotten = [layout.backup_id_of(n) or n for n in deleted]
+        else:
+            report.forgotten = sorted(doomed)
+        survivors = [m for m in manifests if m.id not in set(report.forgotten)]
+        referenced = {cid for m in survivors for a in m.artifacts for cid, _ in a.chunks}
+        present = set(repo.chunk_ids())
+        report.chunks_present, report.chunks_referenced = len(present), len(referenced)
+        if report.unreadable_manifests:
+            return  # a manifest we cannot read may name any chunk: sweep nothing
+        garbage = sorted(present - referenced)
+        if report.dry_run:
+            report.chunks_deleted = len(garbage)
+            return
+        for start in range(0, len(garbage), _BATCH):
+            check_lock()
+            names = [layout.chunk(c) for c in garbage[start : start + _BATCH]]
+            report.chunks_deleted += len(_delete(repo.backend, names, locking, now, report, pool))
+
+
+def _read(repo: Repository, backup_id: str, report: PruneReport) -> Manifest | None:
+    try:
+        return repo.get_manifest(backup_id)
+    except DrtoolError as exc:
+        report.unreadable_manifests[backup_id] = exc.message
+        return None
+
+
+def _object_lock_enabled(backend: Backend) -> bool:
+    enabled = getattr(backend, "object_lock_enabled", None)
+    return bool(enabled and enabled())
+
+
+def _delete(
+    backend: Backend, names: list[str], locking: bool, now: dt.datetime, report: PruneReport, pool: ThreadPoolExecutor
+) -> list[str]:
+    """Delete ``names`` in parallel; objects under Object Lock are recorded in the report and kept."""
+
+    def one(name: str) -> str | None:
+        held = object_lock(backend, name, now) if locking else None
+        if held:
+            report.locked_objects[name] = held
+            return None
+        backend.delete(name)
+        return name
+
+    return [name for name in pool.map(one, names) if name]

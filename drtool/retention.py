@@ -1,0 +1,110 @@
+"""Which backups of one backup set to keep: a pure function of the backups, a policy and the current time.
+
+Rules follow restic's ``forget`` (docs/retention.md): ``keep_last`` keeps the N newest; ``keep_hourly`` ...
+``keep_yearly`` keep the newest backup of each of the N most recent hours/days/ISO weeks/months/years that
+have one (grandfather-father-son); ``keep_within`` keeps everything younger than a duration; backups
+carrying one of ``keep_tags`` (milestones) are never forgotten. Two safety rules come first: a set's newest
+complete backup is always kept, and an empty policy keeps everything (forgetting must be asked for).
+
+Only complete backups fill the count rules: a partial backup (a plugin failed) must not take the daily
+slot of a complete one; partial backups stay only while ``keep_within`` or a tag covers them.
+Every decision carries its reasons, so `drtool prune --dry-run` can say why each backup stays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Callable, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from drtool.plans.schema import Duration, format_duration
+
+DEFAULT_MILESTONE_TAGS = ("milestone",)
+
+# bucket rules, newest-first order of evaluation; each maps a time to the bucket it falls in
+_BUCKETS: dict[str, Callable[[dt.datetime], str]] = {
+    "hourly": lambda t: t.strftime("%Y-%m-%d %H:00"),
+    "daily": lambda t: t.strftime("%Y-%m-%d"),
+    "weekly": lambda t: "{}-W{:02d}".format(*t.isocalendar()[:2]),
+    "monthly": lambda t: t.strftime("%Y-%m"),
+    "yearly": lambda t: t.strftime("%Y"),
+}
+
+
+class RetentionPolicy(BaseModel):
+    """A backup set's ``retention:`` block from the config file (unknown keys are errors: typos lose data)."""
+
+    model_config = ConfigDict(extra="forbid")
+    keep_last: int | None = Field(default=None, ge=0)
+    keep_within: Duration | None = None
+    keep_hourly: int | None = Field(default=None, ge=0)
+    keep_daily: int | None = Field(default=None, ge=0)
+    keep_weekly: int | None = Field(default=None, ge=0)
+    keep_monthly: int | None = Field(default=None, ge=0)
+    keep_yearly: int | None = Field(default=None, ge=0)
+    keep_tags: list[str] = Field(default_factory=lambda: list(DEFAULT_MILESTONE_TAGS))
+
+    def is_empty(self) -> bool:
+        return self.keep_within is None and all(getattr(self, f"keep_{rule}") is None for rule in ("last", *_BUCKETS))
+
+
+@dataclasses.dataclass(frozen=True)
+class BackupRef:
+    """What retention needs to know of a backup (from its manifest or the catalog)."""
+
+    id: str
+    time: dt.datetime  # when the backup started (UTC)
+    complete: bool = True
+    tags: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    backup: BackupRef
+    keep: bool
+    reasons: tuple[str, ...]
+
+
+def decide(backups: Sequence[BackupRef], policy: RetentionPolicy, now: dt.datetime) -> list[Decision]:
+    """Keep or forget each backup of one set, newest first, with every reason that applies."""
+    ordered = sorted(backups, key=lambda b: (b.time, b.id), reverse=True)
+    reasons: dict[str, list[str]] = {b.id: [] for b in ordered}
+    if policy.is_empty():
+        for b in ordered:
+            reasons[b.id].append("no retention policy: everything is kept")
+        return _decisions(ordered, reasons)
+    complete = [b for b in ordered if b.complete]
+    if complete:
+        reasons[complete[0].id].append("newest complete backup of the set")
+    for b in ordered:
+        milestones = sorted(set(b.tags) & set(policy.keep_tags))
+        if milestones:
+            reasons[b.id].append(f"tagged {', '.join(milestones)} (never pruned)")
+        if policy.keep_within is not None and now - b.time <= policy.keep_within:
+            reasons[b.id].append(f"within {format_duration(policy.keep_within)} of now")
+    if policy.keep_last:
+        for i, b in enumerate(complete[: policy.keep_last], 1):
+            reasons[b.id].append(f"last #{i}")
+    for rule, bucket_of in _BUCKETS.items():
+        budget = getattr(policy, f"keep_{rule}") or 0
+        seen: set[str] = set()
+        for b in complete:
+            if len(seen) == budget:
+                break
+            bucket = bucket_of(b.time)
+            if bucket not in seen:  # newest first, so the first backup met in a bucket is its newest
+                seen.add(bucket)
+                reasons[b.id].append(f"{rule} #{len(seen)} ({bucket})")
+    return _decisions(ordered, reasons)
+
+
+def _decisions(ordered: list[BackupRef], reasons: dict[str, list[str]]) -> list[Decision]:
+    out = []
+    for b in ordered:
+        kept = reasons[b.id]
+        if not kept:
+            kept = ["no rule keeps it" if b.complete else "partial, and outside keep_within"]
+        out.append(Decision(backup=b, keep=bool(reasons[b.id]), reasons=tuple(kept)))
+    return out

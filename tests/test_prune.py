@@ -1,0 +1,129 @@
+"""Prune on real stores: retention per set, chunk garbage collection, dry run, Object Lock on MinIO."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from drtool.backup import run_backup
+from drtool.plugin.manager import get_plugin
+from drtool.prune import prune
+from drtool.repo import layout
+from drtool.repo.check import check
+from drtool.repo.lock import StoreLocked, acquire
+from drtool.repo.repository import Repository
+from drtool.retention import RetentionPolicy
+from drtool.store import open_backend
+from tests.fixtures.core import PASSPHRASE
+
+
+def backup_files(repo: Repository, folder: Path, content: bytes, backup_set: str, tags: list[str] | None = None) -> str:
+    """A real backup with the files plugin of one file holding ``content`` (random data: unique chunks)."""
+    folder.mkdir(exist_ok=True)
+    (folder / "data.bin").write_bytes(content)
+    sources = {"files": {"paths": [str(folder)]}}
+    return run_backup(repo, [get_plugin("files")], sources, backup_set=backup_set, tags=tags).id
+
+
+def chunks_of(repo: Repository, backup_id: str) -> set[str]:
+    return {c for a in repo.get_manifest(backup_id).artifacts for c, _ in a.chunks}
+
+
+@pytest.fixture(params=["local", "minio"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Repository:
+    url = str(tmp_path / "store") if request.param == "local" else request.getfixturevalue("s3_store_url")
+    return Repository.init(open_backend(url), passphrase=PASSPHRASE)
+
+
+def test_prune_forgets_per_set_and_collects_only_unreferenced_chunks(store: Repository, tmp_path: Path) -> None:
+    shared = os.urandom(300_000)  # in every backup of set a: must survive
+    a = [backup_files(store, tmp_path / "a", shared + os.urandom(200_000), "a") for _ in range(4)]
+    milestone = backup_files(store, tmp_path / "a", shared + os.urandom(200_000), "a", tags=["milestone"])
+    a.append(backup_files(store, tmp_path / "a", shared + os.urandom(200_000), "a"))
+    b = [backup_files(store, tmp_path / "b", os.urandom(100_000), "b") for _ in range(2)]
+    doomed_chunks = (chunks_of(store, a[0]) | chunks_of(store, a[1]) | chunks_of(store, a[2])) - chunks_of(store, a[3])
+    before = set(store.chunk_ids())
+
+    dry = prune(store, {"a": RetentionPolicy(keep_last=3)}, dry_run=True)
+    assert set(dry.forgotten) == set(a[:3]) and dry.chunks_deleted > 0
+    assert set(store.chunk_ids()) == before and len(store.backup_ids()) == 8  # a dry run changes nothing
+
+    report = prune(store, {"a": RetentionPolicy(keep_last=3)})
+    assert set(report.forgotten) == set(a[:3])
+    assert sorted(store.backup_ids()) == sorted([a[3], milestone, a[4], *b])  # set b has no policy: all kept
+    reasons = {d.backup.id: d.reasons for d in report.decisions["a"]}
+    assert reasons[milestone] == ("tagged milestone (never pruned)", "last #2")
+    assert reasons[a[0]] == ("no rule keeps it",)
+    after = set(store.chunk_ids())
+    assert after == before - doomed_chunks and report.chunks_deleted == len(doomed_chunks)
+    assert chunks_of(store, a[3]) <= after
+    result = check(store, read_data=True)
+    assert result.ok and result.orphan_chunks == [], result.to_json()
+    assert report.stale_locks_removed == [] and list(store.backend.list(layout.LOCKS)) == []
+
+    only_b = prune(store, {"a": RetentionPolicy(keep_last=1), "b": RetentionPolicy(keep_last=1)}, only_set="b")
+    assert only_b.forgotten == [b[0]]  # --set b leaves set a alone
+
+
+def test_orphans_of_an_abandoned_backup_are_collected(store: Repository, tmp_path: Path) -> None:
+    keep = backup_files(store, tmp_path / "k", os.urandom(100_000), "s")
+    with store.begin_backup(backup_set="s") as session, session.context_for("files").artifact("x") as sink:
+        sink.write(os.urandom(300_000))  # chunks stored, manifest never written: the process "died"
+    orphans = set(store.chunk_ids()) - chunks_of(store, keep)
+    assert orphans
+    report = prune(store, {})
+    assert report.forgotten == [] and report.chunks_deleted == len(orphans)
+    assert set(store.chunk_ids()) == chunks_of(store, keep)
+
+
+def test_unreadable_manifest_stops_the_sweep(store: Repository, tmp_path: Path) -> None:
+    backup_files(store, tmp_path / "k", os.urandom(100_000), "s")
+    store.backend.put(layout.manifest("20200101T000000Z-abcdef"), b"not a manifest")
+    with store.begin_backup() as session, session.context_for("files").artifact("x") as sink:
+        sink.write(os.urandom(100_000))
+    before = set(store.chunk_ids())
+    report = prune(store, {"s": RetentionPolicy(keep_last=1)})
+    assert "20200101T000000Z-abcdef" in report.unreadable_manifests
+    assert report.chunks_deleted == 0 and set(store.chunk_ids()) == before
+
+
+def test_prune_waits_for_running_backups_and_removes_stale_locks(store: Repository, tmp_path: Path) -> None:
+    with acquire(store, "shared", "backup"), pytest.raises(StoreLocked, match="is locked"):
+        prune(store, {}, lock_wait=0.3)
+    stale = acquire(store, "shared", "vanished backup", ttl=0.2)
+    stale._stop.set()
+    stale._thread.join()
+    time.sleep(0.4)
+    report = prune(store, {})
+    assert report.stale_locks_removed == [stale.id]
+
+
+def test_object_lock_retention_is_reported_not_an_error(minio, minio_env, tmp_path: Path) -> None:
+    bucket = f"locked-{uuid.uuid4().hex[:12]}"
+    minio.create_bucket(bucket, object_lock=True)
+    store = Repository.init(open_backend(f"s3://{bucket}/dr"), passphrase=PASSPHRASE)
+    old = [backup_files(store, tmp_path / "a", os.urandom(200_000), "a") for _ in range(3)]
+    client = minio.client()
+    until = dt.datetime.now(dt.UTC) + dt.timedelta(days=1)
+    locked_manifest = f"dr/{layout.manifest(old[0])}"
+    client.put_object_retention(
+        Bucket=bucket, Key=locked_manifest, Retention={"Mode": "GOVERNANCE", "RetainUntilDate": until}
+    )
+    locked_chunk = sorted(chunks_of(store, old[1]) - chunks_of(store, old[2]))[0]
+    client.put_object_legal_hold(Bucket=bucket, Key=f"dr/{layout.chunk(locked_chunk)}", LegalHold={"Status": "ON"})
+
+    report = prune(store, {"a": RetentionPolicy(keep_last=1)})
+
+    assert report.forgotten == [old[1]]  # old[0]'s manifest is under retention: it stays, and says why
+    assert report.locked_objects[layout.manifest(old[0])].startswith("governance retention until ")
+    assert report.locked_objects[layout.chunk(locked_chunk)] == "legal hold"
+    assert set(store.backup_ids()) == {old[0], old[2]}
+    assert locked_chunk in set(store.chunk_ids())
+    assert check(store, read_data=True).ok
+    client.put_object_legal_hold(Bucket=bucket, Key=f"dr/{layout.chunk(locked_chunk)}", LegalHold={"Status": "OFF"})
+    assert prune(store, {"a": RetentionPolicy(keep_last=1)}).chunks_deleted == 1
