@@ -73,20 +73,6 @@ def plan(
     return out
 
 
-def object_lock(backend: Backend, name: str, now: dt.datetime) -> str | None:
-    """Why ``name`` cannot be deleted under S3 Object Lock ("compliance until ...", "legal hold"), else None."""
-    # S3Backend has no public accessor for an object's retention yet; its HEAD carries it
-    head = backend._head(name)  # type: ignore[attr-defined]
-    if head is None:
-        return None
-    if head.get("ObjectLockLegalHoldStatus") == "ON":
-        return "legal hold"
-    until = head.get("ObjectLockRetainUntilDate")
-    if until is not None and until > now:
-        return f"{str(head.get('ObjectLockMode', '')).lower()} retention until {until:%Y-%m-%dT%H:%M:%SZ}"
-    return None
-
-
 def prune(
     repo: Repository,
     policies: Mapping[str, RetentionPolicy],
@@ -163,14 +149,22 @@ def _object_lock_enabled(backend: Backend) -> bool:
 def _delete(
     backend: Backend, names: list[str], locking: bool, now: dt.datetime, report: PruneReport, pool: ThreadPoolExecutor
 ) -> list[str]:
-    """Delete ``names`` in parallel; objects under Object Lock are recorded in the report and kept."""
+    """Delete ``names``; objects under Object Lock are recorded in the report and kept.
 
-    def one(name: str) -> str | None:
-        held = object_lock(backend, name, now) if locking else None
-        if held:
-            report.locked_objects[name] = held
-            return None
-        backend.delete(name)
-        return name
-
-    return [name for name in pool.map(one, names) if name]
+    A backend with ``delete_many`` (S3's DeleteObjects) deletes in batches; others one object per call, in parallel.
+    """
+    free = names
+    if locking:
+        status = backend.lock_status  # type: ignore[attr-defined]  # only S3 buckets have Object Lock
+        free = []
+        for name, held in zip(names, pool.map(lambda n: status(n, now), names), strict=True):
+            if held:
+                report.locked_objects[name] = held
+            else:
+                free.append(name)
+    delete_many = getattr(backend, "delete_many", None)
+    if delete_many is not None:
+        delete_many(free)
+    else:
+        list(pool.map(backend.delete, free))
+    return free
