@@ -10,6 +10,7 @@ Exit codes (documented in docs/cli.md):
   7  source or target system failure (etcd down, restore target unhealthy)
   8  backup finished but partial (a plugin failed)
   9  a backup and a live system differ (`drtool diff`)
+  10 a dependency the restore needs lies inside the failure domain, not waived (`drtool verify-independence`)
 """
 
 from __future__ import annotations

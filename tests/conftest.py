@@ -16,6 +16,12 @@ pytest_plugins = [
     "tests.fixtures.minio",
     "tests.fixtures.postgres",
     "tests.fixtures.kube",
+    "tests.fixtures.bind9",
+    "tests.fixtures.git_server",
+    "tests.fixtures.openbao",
+    "tests.fixtures.registry",
+    "tests.fixtures.faults",
+    "tests.fixtures.mlflow",
 ]
 
 

@@ -60,17 +60,37 @@ def env(name: Annotated[str, typer.Argument(help="Lab name.")]) -> None:
 @app.command()
 def seed(
     name: Annotated[str, typer.Argument(help="Lab name.")],
+    plugin: Annotated[
+        list[str] | None,
+        typer.Option("--plugin", "-p", help="Seed only these plugins (default: all with lab support)."),
+    ] = None,
+    scale: Annotated[int, typer.Option("--scale", min=1, help="Content size multiplier for every plugin.")] = 1,
     objects: Annotated[
-        int, typer.Option("--objects", min=0, help="Scale to about this many objects (bulk ConfigMaps/Secrets).")
-    ] = 0,
-    workers: Annotated[int, typer.Option("--workers", min=1, help="Concurrent API requests.")] = 8,
+        int | None,
+        typer.Option("--objects", min=0, help="Only the Kubernetes seed, scaled to about this many objects."),
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Concurrent API requests (with --objects).")] = 8,
 ) -> None:
-    """Install the upstream CRDs and realistic AI-platform content into a lab's kube-apiserver."""
+    """Fill a lab with realistic content through every installed plugin's lab support (docs/lab.md)."""
+    lab = Lab.load(name)
+    if objects is not None:
+        _seed_kube_objects(lab, objects, workers)
+        return
+    from drtool.rehearsal.target import lab_plugins, seed_sources
+
+    plugins = lab_plugins(plugin)
+    sources = seed_sources(lab, plugins, scale, echo=lambda line: console.print(line, highlight=False))
+    console.print(f"lab {name}: seeded {', '.join(sources)}; `drtool lab status` lists its servers", highlight=False)
+
+
+def _seed_kube_objects(lab: Lab, objects: int, workers: int) -> None:
     from drtool.lab import kube_seed  # loads YAML and the fixtures: only when seeding
 
-    server = Lab.load(name).first(KubeApiserver.kind)
+    server = lab.first(KubeApiserver.kind)
     if not isinstance(server, KubeApiserver) or not server.healthy():
-        raise UsageError(f"lab {name} has no running kube-apiserver", f"start one with `drtool lab up --name {name}`")
+        raise UsageError(
+            f"lab {lab.name} has no running kube-apiserver", f"start one with `drtool lab up --name {lab.name}`"
+        )
     result = kube_seed.seed(server.access(), objects, workers=workers, progress=lambda msg: console.print(msg))
     table = Table("kind", "objects")
     for kind, count in sorted(result.counts.items()):

@@ -7,8 +7,20 @@ from typing import Annotated
 
 import typer
 
-from drtool import __version__
-from drtool.cli import catalog_cmds, demo_cmd, diff_cmd, key_cmds, lab_cmds, store_cmds
+from drtool import __version__, log
+from drtool.cli import (
+    catalog_cmds,
+    demo_cmd,
+    diff_cmd,
+    independence_cmd,
+    key_cmds,
+    lab_cmds,
+    plan_cmds,
+    prune_cmd,
+    rehearse_cmd,
+    schedule_cmds,
+    store_cmds,
+)
 from drtool.cli.state import AppState, console, print_json
 from drtool.errors import DrtoolError
 
@@ -28,7 +40,11 @@ def _global(
     catalog: Annotated[
         str | None, typer.Option(help="Catalog path or SQLAlchemy URL (overrides DRTOOL_CATALOG).")
     ] = None,
+    log_level: Annotated[
+        str | None, typer.Option(help="DEBUG, INFO, WARNING or ERROR, to stderr (overrides DRTOOL_LOG_LEVEL).")
+    ] = None,
 ) -> None:
+    log.setup(log_level)
     ctx.obj = AppState(config=config, store=store, catalog=catalog)
 
 
@@ -59,9 +75,14 @@ def plugins(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
 store_cmds.register(app)
 app.command()(diff_cmd.diff)
 app.command()(demo_cmd.demo)
+app.command("verify-independence")(independence_cmd.verify_independence)
 app.add_typer(key_cmds.app, name="key")
 app.add_typer(catalog_cmds.app, name="catalog")
 app.add_typer(lab_cmds.app, name="lab")
+app.add_typer(schedule_cmds.app, name="schedule")
+prune_cmd.register(app)
+app.add_typer(plan_cmds.app, name="plan")
+rehearse_cmd.register(app)
 
 
 def main() -> None:
@@ -77,10 +98,11 @@ def main() -> None:
         sys.exit(130)
     except typer.Abort:
         sys.exit(130)
-    except Exception as exc:  # click usage errors arrive here too
+    except Exception as exc:  # usage errors arrive here too, from click or from typer's vendored copy of it
         import click
 
-        if isinstance(exc, click.ClickException):
-            exc.show()
+        show = getattr(exc, "show", None)
+        if isinstance(exc, click.ClickException | typer.TyperException) and callable(show):
+            show()
             sys.exit(2)
         raise

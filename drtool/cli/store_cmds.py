@@ -187,8 +187,10 @@ def check(
 
 def restore(
     ctx: typer.Context,
-    backup_id: BackupArg,
-    plugin: Annotated[str, typer.Option("--plugin", "-p", help="Which plugin's artifacts to restore.")],
+    backup_id: Annotated[
+        str | None, typer.Argument(help="Backup id, unique prefix or 'latest' (with --plan: overrides its source).")
+    ] = None,
+    plugin: Annotated[str | None, typer.Option("--plugin", "-p", help="Which plugin's artifacts to restore.")] = None,
     target: TargetOpt = None,
     option: Annotated[
         list[str] | None, typer.Option("--option", "-o", help="Restore option KEY=VALUE (repeatable).")
@@ -198,9 +200,22 @@ def restore(
     namespace_map: Annotated[
         list[str] | None, typer.Option("--namespace-map", help="Restore namespace A as B: A=B (repeatable).")
     ] = None,
+    plan: Annotated[Path | None, typer.Option("--plan", help="Restore with a plan (docs/plans.md).")] = None,
+    resume: Annotated[
+        str | None, typer.Option("--resume", help="Resume a failed plan run from its failed steps.")
+    ] = None,
+    values: Annotated[Path | None, typer.Option("--values", help="Variables for the plan (YAML).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Restore a backup into a target. Example: drtool restore latest -p etcd -t data_dir=/var/lib/etcd-2"""
+    """Restore a backup into a target. Example: drtool restore latest -p etcd -t data_dir=/var/lib/etcd-2
+
+    With a plan: drtool restore --plan restore-plans/full-cluster-rebuild.yaml [--dry-run]"""
+    if plan or resume:
+        from drtool.cli.plan_cmds import restore_with_plan
+
+        return restore_with_plan(ctx, plan, resume, backup_id, values, dry_run, as_json)
+    if not backup_id or not plugin:
+        raise UsageError("restore needs a backup and --plugin, or --plan FILE", "see `drtool restore --help`")
     repo = state(ctx).open_repo()
     with progress() as prog:
         options = parse_pairs(option, "option")

@@ -1,7 +1,9 @@
 """Writing a backup: artifacts streamed through the chunker into a bounded pool of seal-and-upload workers.
 
 Memory stays bounded by the chunker window plus ``max_inflight`` chunks, whatever the artifact size.
-The manifest is written by ``BackupSession.commit`` only after every chunk upload has finished.
+The manifest is written by ``BackupSession.commit`` only after every chunk upload has finished, and only
+while the session still holds its shared store lock (drtool/repo/lock.py), so a prune never removes a chunk
+this backup deduplicated against.
 """
 
 from __future__ import annotations
@@ -16,14 +18,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from drtool import __version__
-from drtool.errors import DrtoolError, UsageError
+from drtool.errors import DrtoolError, StoreUnavailable, UsageError
+from drtool.plugin.contract import ArtifactInfo
 from drtool.progress import NullProgress, Progress
 from drtool.repo.chunk_index import ChunkIndex
 from drtool.repo.chunker import StreamChunker
+from drtool.repo.lock import DEFAULT_TTL, acquire
 from drtool.repo.manifest import ArtifactEntry, Manifest, PluginOutcome, new_backup_id, utc_now
 from drtool.repo.repository import Repository
 
 DEFAULT_WORKERS = max(4, min(16, 2 * (os.cpu_count() or 2)))
+DEFAULT_LOCK_WAIT = 300.0  # a prune holding the store exclusively usually finishes within minutes
 
 
 def merge_facts(into: dict[str, Any], new: Mapping[str, Any]) -> None:
@@ -49,7 +54,7 @@ class Stats:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.values = {"bytes_read": 0, "bytes_stored": 0, "chunks": 0, "chunks_new": 0}
+        self.values = {"bytes_read": 0, "bytes_stored": 0, "chunks": 0, "chunks_new": 0, "bytes_reused": 0}
 
     def add(self, **deltas: int) -> None:
         with self._lock:
@@ -104,10 +109,7 @@ class PluginBackupContext:
     def artifact(
         self, name: str, *, meta: Mapping[str, Any] | None = None, sensitive: bool = False
     ) -> Iterator[ArtifactWriter]:
-        if any(a.plugin == self.plugin and a.name == name for a in self._session.artifacts):
-            raise UsageError(f"plugin {self.plugin} wrote artifact {name!r} twice")
-        if not name or name.startswith("/") or ".." in name.split("/"):
-            raise UsageError(f"plugin {self.plugin} used an invalid artifact name {name!r}")
+        self._check_name(name)
         writer = ArtifactWriter(self._session, self.plugin, name, meta or {}, sensitive)
         try:
             yield writer
@@ -116,8 +118,51 @@ class PluginBackupContext:
             raise
         self._session.artifacts.append(writer.close())
 
+    def _check_name(self, name: str) -> None:
+        if any(a.plugin == self.plugin and a.name == name for a in self._session.artifacts):
+            raise UsageError(f"plugin {self.plugin} wrote artifact {name!r} twice")
+        if not name or name.startswith("/") or ".." in name.split("/"):
+            raise UsageError(f"plugin {self.plugin} used an invalid artifact name {name!r}")
+
     def progress(self, description: str, total: int | None = None) -> Any:
         return self._session.progress.task(f"{self.plugin}: {description}", total)
+
+    # -- incremental by reference (docs/store-format.md, "Reusing an artifact") ---------------------------
+
+    def previous_artifacts(self) -> list[ArtifactInfo]:
+        """This plugin's artifacts in the newest earlier backup of the same backup set where it succeeded.
+
+        A plugin that can tell a source object is unchanged (an ETag, size and mtime recorded in the old
+        artifact's meta) hands the old artifact to ``reuse`` instead of reading the object again.
+        """
+        return [
+            ArtifactInfo(e.plugin, e.name, e.size, e.sha256, e.meta, e.sensitive)
+            for e in self._session.previous_entries(self.plugin).values()
+        ]
+
+    def reuse(
+        self, name: str, previous: str, *, meta: Mapping[str, Any] | None = None, sensitive: bool = False
+    ) -> bool:
+        """Record artifact ``name`` with the content of ``previous`` (from ``previous_artifacts``), unread.
+
+        Only the chunk list is copied; it is checked against the store first, so a chunk pruned since is
+        never referenced. Returns False when that cannot be done: the caller then writes the artifact.
+        """
+        entry = self._session.previous_entries(self.plugin).get(previous)
+        if entry is None or not all(cid in self._session.chunk_index for cid, _ in entry.chunks):
+            return False
+        self._check_name(name)
+        update = {"name": name, "meta": dict(meta if meta is not None else entry.meta), "sensitive": sensitive}
+        self._session.artifacts.append(entry.model_copy(update=update))
+        self._session.stats.add(bytes_reused=entry.size)
+        return True
+
+    def discard(self, name: str) -> None:
+        """Drop an artifact this plugin closed earlier in this backup (e.g. its source changed after it was
+        read, so the set it belongs to would be torn). Its chunks stay as orphans for `drtool prune`, or are
+        deduplicated against later. Call it while none of this plugin's artifacts is open."""
+        arts = self._session.artifacts
+        arts[:] = [a for a in arts if not (a.plugin == self.plugin and a.name == name)]
 
 
 class BackupSession:
@@ -131,6 +176,8 @@ class BackupSession:
         tags: list[str] | None = None,
         workers: int = DEFAULT_WORKERS,
         progress: Progress | None = None,
+        lock_wait: float = DEFAULT_LOCK_WAIT,
+        lock_ttl: float = DEFAULT_TTL,
     ) -> None:
         self.repo = repo
         self.backup_id = new_backup_id()
@@ -145,14 +192,44 @@ class BackupSession:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-chunk")
         self._slots = threading.BoundedSemaphore(2 * workers)
         self._index = ChunkIndex(repo.backend)
+        self._previous: dict[str, dict[str, ArtifactEntry]] = {}
+        self._previous_lock = threading.Lock()
         self._seen: dict[str, _Upload] = {}
         self._seen_lock = threading.Lock()
+        # taken before the chunk index is first read: what this backup dedups against stays in the store
+        owner = f"backup {backup_set or '-'} {self.backup_id}"
+        self.lock = acquire(repo, "shared", owner, wait=lock_wait, ttl=lock_ttl)
 
     def __enter__(self) -> BackupSession:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        try:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        finally:
+            self.lock.release()
+
+    @property
+    def chunk_index(self) -> ChunkIndex:
+        return self._index
+
+    def previous_entries(self, plugin: str, lookback: int = 50) -> dict[str, ArtifactEntry]:
+        """``plugin``'s artifacts by name in the newest of the last ``lookback`` backups of this backup set
+        where it succeeded; read once per session. Safe to build on: the session's shared lock keeps a
+        prune from removing their chunks until this backup's manifest is written."""
+        with self._previous_lock:
+            if plugin not in self._previous:
+                best: Manifest | None = None
+                for backup_id in reversed(self.repo.backup_ids()[-lookback:]):
+                    if best is not None and not backup_id.startswith(best.id.split("-")[0]):
+                        break  # ids sort by their start second; within one second, by finish time below
+                    manifest = self.repo.get_manifest(backup_id)
+                    outcome = manifest.plugins.get(plugin)
+                    usable = manifest.backup_set == self.backup_set and outcome is not None and outcome.status == "ok"
+                    if usable and (best is None or manifest.finished > best.finished):
+                        best = manifest
+                self._previous[plugin] = {a.name: a for a in best.artifacts_of(plugin)} if best else {}
+            return self._previous[plugin]
 
     def context_for(self, plugin: str) -> PluginBackupContext:
         return PluginBackupContext(self, plugin)
@@ -192,6 +269,8 @@ class BackupSession:
             meta = dict(plugin.backup(source, self.context_for(plugin.name)) or {})
             outcome = PluginOutcome(status="ok", started=started, finished=utc_now(), meta=meta)
             merge_facts(self.failure_domain, meta.pop("failure_domain", None) or {})
+        except StoreUnavailable:
+            raise  # the store is failing, not this plugin's source: stop the whole backup
         except DrtoolError as exc:
             del self.artifacts[before:]
             outcome = PluginOutcome(status="failed", error=exc.one_line(), started=started, finished=utc_now())
@@ -217,5 +296,6 @@ class BackupSession:
             stats=dict(self.stats.values),
         )
         self.repo.backend.sync()  # every chunk durable before the manifest that names them
+        self.lock.check()  # a lost lock means a prune may have run: publish nothing
         self.repo.put_manifest(manifest)
         return manifest

@@ -1,0 +1,226 @@
+"""Checkpoint backup and restore throughput: drtool against a plain parallel boto3 copy and restic.
+
+One run, side by side, medians of ``--runs``: a checkpoint of ``--shards`` random (incompressible) shards in
+a lab MinIO. drtool backs it up into an S3 store in the same MinIO and restores it to another bucket (the
+CLI, as an operator runs it, in a child process whose peak RSS is measured); the ceiling is a plain
+parallel boto3 copy bucket-to-bucket (GET and PUT through the client: no chunking, compression or
+encryption); restic backs up the same files from local disk. Then one shard changes and drtool backs up
+again: bytes uploaded and time. Results go to bench/results/checkpoints-<time>.json.
+
+    nice python bench/checkpoints.py --size-gib 4 --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+from machine import REPO, machine_facts
+
+from drtool.lab.lab import Lab
+
+MiB = 1 << 20
+PASS = "bench-passphrase"
+
+
+def popen_measured(argv: list[str], env: dict[str, str]) -> tuple[float, int, str, float]:
+    """Wall time, peak RSS (bytes), stdout and CPU seconds (user + system) of a child process.
+
+    CPU seconds compare tools fairly on a shared machine, where wall time depends on everyone's load.
+
+    The peak is the child's own VmHWM, polled: wait4's ru_maxrss would include this (large) process's RSS,
+    which Linux carries into a forked child's maximum across exec.
+    """
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    peak, cpu = 0, 0.0
+    status, stat = Path(f"/proc/{proc.pid}/status"), Path(f"/proc/{proc.pid}/stat")
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def poll() -> None:
+        nonlocal peak, cpu
+        while proc.poll() is None:
+            try:
+                line = next(x for x in status.read_text().splitlines() if x.startswith("VmHWM:"))
+                peak = max(peak, int(line.split()[1]) * 1024)
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                cpu = max(cpu, (int(fields[11]) + int(fields[12])) / tick)  # utime, stime
+            except (OSError, StopIteration, IndexError, ValueError):
+                pass
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=poll, daemon=True)
+    watcher.start()
+    out, err = proc.communicate()
+    watcher.join()
+    elapsed = time.perf_counter() - t0
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(argv)} failed: {err.decode().strip()[-2000:]}")
+    return elapsed, peak, out.decode(), cpu
+
+
+def seed(client: Any, bucket: str, disk: Path, shards: int, shard_size: int) -> list[str]:
+    import numpy as np
+
+    keys = []
+    rng = np.random.default_rng(1)
+    for i in range(shards):
+        name = f"model-{i + 1:05d}-of-{shards:05d}.bin"
+        data = rng.bytes(shard_size)
+        (disk / name).write_bytes(data)
+        client.upload_file(str(disk / name), bucket, f"ckpt/run/step-1000/{name}")
+        keys.append(f"ckpt/run/step-1000/{name}")
+    (disk / "COMPLETE").write_bytes(b"")
+    client.put_object(Bucket=bucket, Key="ckpt/run/step-1000/COMPLETE", Body=b"")
+    return keys
+
+
+def plain_copy(client: Any, src: str, dst: str, keys: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds of copying ``keys`` through this process, 8 objects at once."""
+    from boto3.s3.transfer import TransferConfig
+
+    config = TransferConfig(multipart_chunksize=16 * MiB, max_concurrency=4)
+
+    def one(key: str) -> None:
+        body = client.get_object(Bucket=src, Key=key)["Body"]
+        client.upload_fileobj(body, dst, key, Config=config)
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(one, keys))
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
+def empty(client: Any, bucket: str, prefix: str = "") -> None:
+    """Delete what a run left in ``bucket`` (keeps the disk use of a 4 GiB run near 4 copies, not 13)."""
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        if keys:
+            client.delete_objects(Bucket=bucket, Delete={"Objects": keys})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size-gib", type=float, default=4.0)
+    ap.add_argument("--shards", type=int, default=8)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--workdir", default="/work/tmp-bench-checkpoints")
+    args = ap.parse_args()
+    total = int(args.size_gib * 1024) * MiB
+    shard_size = total // args.shards
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    labs = Path(tempfile.mkdtemp(dir=work, prefix="labs-"))
+    env = {**os.environ, "DRTOOL_LAB_DIR": str(labs), "DRTOOL_PASSPHRASE": PASS, "HOME": str(work / "home")}
+    env["DRTOOL_PLUGINS"] = "checkpoints"
+    os.environ["DRTOOL_LAB_DIR"] = str(labs)
+    lab = Lab("bench", root=labs)
+    lab.up(["minio"])
+    minio = lab["minio"]
+    env |= minio.env()
+    client = minio.client()
+    results: dict[str, Any] = {"machine": machine_facts(), "size_bytes": total, "shards": args.shards, "runs": {}}
+    disk = work / "disk"
+    disk.mkdir(exist_ok=True)
+    drtool = [sys.executable, "-m", "drtool"]
+    try:
+        for b in ("source", "store"):
+            minio.create_bucket(b)
+        keys = seed(client, "source", disk, args.shards, shard_size)
+        src = {"sources": [{"name": "train", "url": "s3://source/ckpt", "lab": "bench"}]}
+        runs: dict[str, list[Any]] = {
+            k: []
+            for k in "copy backup restore restic rss_b rss_r cpu_copy cpu_b cpu_r cpu_restic".split()  # noqa: SIM905
+        }
+        last_env: dict[str, str] = {}
+        for r in range(args.runs):
+            minio.create_bucket(f"copy-{r}")
+            t, cpu = plain_copy(client, "source", f"copy-{r}", keys)
+            runs["copy"].append(t)
+            runs["cpu_copy"].append(cpu)
+            store = f"s3://store/run-{r}"
+            config = work / f"config-{r}.yaml"
+            config.write_text(yaml.safe_dump({"store": store, "sources": {"checkpoints": src}}))
+            renv = env | {"DRTOOL_CONFIG": str(config), "DRTOOL_CATALOG": str(work / f"catalog-{r}.db")}
+            subprocess.run([*drtool, "init", "--store", store], env=renv, check=True, capture_output=True)
+            t, rss, out, cpu = popen_measured([*drtool, "backup", "--json"], renv)
+            backup_id = json.loads(out)["id"]
+            runs["backup"].append(t)
+            runs["rss_b"].append(rss)
+            runs["cpu_b"].append(cpu)
+            minio.create_bucket(f"restore-{r}")
+            target = ["-t", f"url=s3://restore-{r}/ckpt", "-t", "lab=bench"]
+            t, rss, _, cpu = popen_measured(
+                [*drtool, "restore", backup_id, "-p", "checkpoints", *target, "--no-verify"], renv
+            )
+            runs["restore"].append(t)
+            runs["rss_r"].append(rss)
+            runs["cpu_r"].append(cpu)
+            repo = work / f"restic-{r}"
+            renv2 = env | {"RESTIC_PASSWORD": PASS, "RESTIC_REPOSITORY": str(repo)}
+            subprocess.run(["restic", "init", "-q"], env=renv2, check=True, capture_output=True)
+            t, _, _, cpu = popen_measured(["restic", "backup", "-q", str(disk)], renv2)
+            runs["restic"].append(t)
+            runs["cpu_restic"].append(cpu)
+            subprocess.run(["rm", "-rf", str(repo)], check=True)
+            empty(client, f"copy-{r}")
+            empty(client, f"restore-{r}")
+            if r + 1 < args.runs:
+                empty(client, "store", f"run-{r}/")
+            last_env = renv
+            print(f"run {r}: " + ", ".join(f"{k}={v[-1]:.1f}" for k, v in runs.items()), flush=True)
+        # one shard changes; back up again into the last run's store
+        import numpy as np
+
+        client.put_object(Bucket="source", Key=keys[0], Body=np.random.default_rng(99).bytes(shard_size))
+        t, rss, out, cpu = popen_measured([*drtool, "backup", "--json"], last_env)
+        inc = json.loads(out)
+        med = {k: statistics.median(v) for k, v in runs.items()}
+        gib = total / (1 << 30)
+        results["runs"] = runs
+        results["summary"] = {
+            "plain_copy_MiBps": total / MiB / med["copy"],
+            "drtool_backup_MiBps": total / MiB / med["backup"],
+            "drtool_restore_MiBps": total / MiB / med["restore"],
+            "restic_backup_MiBps": total / MiB / med["restic"],
+            "backup_vs_copy": med["copy"] / med["backup"],
+            "restore_vs_copy": med["copy"] / med["restore"],
+            "peak_rss_backup_MiB": max(runs["rss_b"]) / MiB,
+            "peak_rss_restore_MiB": max(runs["rss_r"]) / MiB,
+            "incremental_seconds": t,
+            "incremental_bytes_stored": inc["stats"]["bytes_stored"],
+            "incremental_fraction": inc["stats"]["bytes_stored"] / total,
+            "incremental_rss_MiB": rss / MiB,
+            "incremental_cpu_seconds": cpu,
+            "cpu_seconds_per_GiB": {
+                "plain_copy": med["cpu_copy"] / gib,
+                "drtool_backup": med["cpu_b"] / gib,
+                "drtool_restore": med["cpu_r"] / gib,
+                "restic_backup": med["cpu_restic"] / gib,
+            },
+            "size_gib": gib,
+        }
+        print(json.dumps(results["summary"], indent=2))
+        out_dir = REPO / "bench" / "results"
+        out_dir.mkdir(exist_ok=True)
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        (out_dir / f"checkpoints-{stamp}.json").write_text(json.dumps(results, indent=2))
+    finally:
+        lab.down()
+        subprocess.run(["rm", "-rf", str(work)], check=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""Restoring checkpoints to a bucket/prefix or a directory, each checkpoint's commit files last.
+
+A trainer resumes from a checkpoint once its marker (``.metadata``, the safetensors index, ``COMPLETE``...)
+is there, so those are written only after every other object of the checkpoint landed and was verified
+(the store's SHA-256 is checked at the end of each object's stream, before the upload completes). A
+checkpoint whose restore fails has what this run wrote of it removed again. Re-running is idempotent:
+objects already equal (by the SHA-256 drtool stored with them, or by re-reading) are left alone; objects
+that differ are refused unless ``overwrite=true``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import posixpath
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from drtool.errors import UsageError
+from drtool.plugin.contract import ArtifactInfo, Check, Dependency, RestoreContext, RestoreResult
+
+from . import detect
+from .backup import scan
+from .location import IO_BLOCK, Location, hash_stream, open_location
+from .settings import DEFAULT_WORKERS, SourceSpec, as_bool, as_list
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    select: tuple[str, ...] = ()  # checkpoint names or globs ("run-a/checkpoint-*")
+    source: str | None = None  # restore only this source, at the target's root
+    overwrite: bool = False
+    workers: int = DEFAULT_WORKERS
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any]) -> Options:
+        return cls(
+            select=tuple(as_list(options.get("checkpoints"))),
+            source=options.get("source") or None,
+            overwrite=as_bool(options.get("overwrite")),
+            workers=max(1, int(options.get("workers", DEFAULT_WORKERS))),
+        )
+
+
+@dataclasses.dataclass
+class Group:
+    """One checkpoint to restore: its artifacts, commit files last, and their keys on the target."""
+
+    name: str  # as named on the target
+    items: list[tuple[ArtifactInfo, str]]
+
+    @property
+    def data(self) -> list[tuple[ArtifactInfo, str]]:
+        return [i for i in self.items if int(i[0].meta.get("commit", -1)) < 0]
+
+    @property
+    def commits(self) -> list[tuple[ArtifactInfo, str]]:
+        return sorted(
+            (i for i in self.items if int(i[0].meta.get("commit", -1)) >= 0), key=lambda i: i[0].meta["commit"]
+        )
+
+
+def plan(ctx: RestoreContext, options: Options) -> list[Group]:
+    arts = [a for a in ctx.artifacts if options.source in (None, a.meta.get("source"))]
+    if options.source and not arts:
+        raise UsageError(f"checkpoints: backup {ctx.backup_id} has no source {options.source!r}")
+    by_source = len({a.meta.get("source") for a in arts}) > 1
+    groups: dict[str, Group] = {}
+    for art in arts:
+        ck = str(art.meta.get("checkpoint", ""))
+        if options.select and not detect.matches(ck, options.select):
+            continue
+        prefix = f"{art.meta['source']}/" if by_source else ""
+        name = f"{prefix}{ck}" if ck else prefix.rstrip("/")
+        groups.setdefault(name, Group(name, [])).items.append((art, f"{prefix}{art.meta['key']}"))
+    if options.select and not groups:
+        raise UsageError(f"checkpoints: no checkpoint in backup {ctx.backup_id} matches {list(options.select)}")
+    return [groups[n] for n in sorted(groups)]
+
+
+def target_sha256(loc: Location, key: str, size: int) -> str | None:
+    """The SHA-256 of what ``key`` holds on the target: None if absent, "" if its size already differs."""
+    stat = loc.stat(key)
+    if stat is None:
+        return None
+    if stat.size != size:
+        return ""
+    stored = loc.stored_sha256(key)
+    if stored:
+        return stored
+    with loc.open(key, stat) as (stream, _):
+        return hash_stream(stream.read)
+
+
+class _Exact:
+    """The artifact stream as a file for uploaders: reads one byte past the end so the reader's
+    whole-artifact SHA-256 check runs (and raises) before the upload completes."""
+
+    def __init__(self, reader: Any, size: int) -> None:
+        self._reader, self._left = reader, size
+
+    def read(self, n: int = -1) -> bytes:
+        want = self._left if n is None or n < 0 else min(n, self._left)
+        data = self._reader.read(want) if want else b""
+        self._left -= len(data)
+        if self._left == 0:
+            self._reader.read(1)  # EOF: the end-of-stream verification runs here
+        return data
+
+
+def _put(ctx: RestoreContext, loc: Location, art: ArtifactInfo, key: str) -> None:
+    with ctx.open(art.name) as reader:
+        loc.put(key, _Exact(reader, art.size), art.size, art.sha256)  # type: ignore[arg-type]
+
+
+def run_restore(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
+    opts = Options.parse(options)
+    loc = open_location(dict(target), opts.workers)
+    groups = plan(ctx, opts)
+    with ThreadPoolExecutor(opts.workers, thread_name_prefix="ckpt-restore") as pool:
+        items = [i for g in groups for i in g.items]
+        states = dict(
+            zip((k for _, k in items), pool.map(lambda i: target_sha256(loc, i[1], i[0].size), items), strict=True)
+        )
+        conflicts = [k for a, k in items if states[k] is not None and states[k] != a.sha256]
+        if conflicts and not opts.overwrite:
+            raise UsageError(
+                f"checkpoints: {len(conflicts)} object(s) on {loc.url} differ from the backup, e.g. {conflicts[0]}",
+                "restore to an empty prefix, or pass -o overwrite=true",
+            )
+        written = 0
+        for group in groups:
+            todo = {k for a, k in group.items if states[k] != a.sha256}
+            data = [(a, k) for a, k in group.data if k in todo]
+            commits = [(a, k) for a, k in group.commits if k in todo]
+            done: list[str] = []
+            try:
+                for (_, key), _ in zip(data, pool.map(lambda i: _put(ctx, loc, i[0], i[1]), data), strict=True):
+                    done.append(key)
+                for art, key in commits:  # in order, after all data: the checkpoint appears complete at once
+                    _put(ctx, loc, art, key)
+                    done.append(key)
+            except BaseException:
+                for key in done:
+                    if states[key] is None:  # only what this run created; never an object that was there
+                        loc.delete(key)
+                raise
+            written += len(todo)
+    total = sum(len(g.items) for g in groups)
+    if not written:
+        return RestoreResult(False, f"{len(groups)} checkpoint(s) already on {loc.url}", {"checkpoints": len(groups)})
+    return RestoreResult(
+        True,
+        f"{len(groups)} checkpoint(s), {written}/{total} object(s) written to {loc.url}",
+        {"checkpoints": [g.name for g in groups], "objects_written": written},
+    )
+
+
+def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
+    """Re-read every restored object and compare its SHA-256 with the backup's; then judge each restored
+    checkpoint complete by the same rules the backup used."""
+    opts = Options.parse(options)
+    loc = open_location(dict(target), opts.workers)
+    groups = plan(ctx, opts)
+
+    def digest(item: tuple[ArtifactInfo, str]) -> bool:
+        stat = loc.stat(item[1])
+        if stat is None or stat.size != item[0].size:
+            return False
+        with loc.open(item[1], stat) as (stream, _):
+            sha = hashlib.sha256()
+            while block := stream.read(IO_BLOCK):
+                sha.update(block)
+        return sha.hexdigest() == item[0].sha256
+
+    checks = []
+    markers = tuple({posixpath.basename(k) for g in groups for _, k in g.commits} | set(detect.DEFAULT_MARKERS))
+    with ThreadPoolExecutor(opts.workers, thread_name_prefix="ckpt-verify") as pool:
+        for group in groups:
+            same = list(pool.map(digest, group.items))
+            bad = [k for (_, k), ok in zip(group.items, same, strict=True) if not ok]
+            detail = f"{len(same) - len(bad)}/{len(same)} objects equal" + (f"; differ: {bad[:3]}" if bad else "")
+            checks.append(Check(f"{group.name}: objects equal to backup", not bad, detail))
+    found = {ck.name: ck for ck in scan(SourceSpec("target", dict(target), markers), loc)}
+    for group in groups:
+        ck = found.get(group.name)
+        ok = ck is not None and ck.complete
+        checks.append(
+            Check(f"{group.name}: complete on target", ok, ck.kind if ok and ck else (ck.reason if ck else "not found"))
+        )
+    return checks
+
+
+def dependencies(ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
+    loc = open_location(dict(target))
+    if not loc.endpoint():
+        return []
+    return [
+        Dependency("endpoint", loc.endpoint(), "object store the checkpoints are restored into", f"target {loc.url}")
+    ]
