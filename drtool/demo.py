@@ -134,7 +134,8 @@ def _steps(
     try:
         plugins = lab_plugins()
         with timer.step(f"start a source lab and seed it through {len(plugins)} plugins") as d:
-            sources = seed_sources(source_lab, plugins, scale, echo=echo)
+            sources = seed_sources(source_lab, plugins, scale, echo=echo, skip_unavailable=True)
+            plugins = [p for p in plugins if p.name in sources]
             d.append(", ".join(f"{c.kind} {c.describe()}" for c in source_lab.components.values()))
         passphrase_file = workdir / "passphrase"
         passphrase_file.touch(mode=0o600)

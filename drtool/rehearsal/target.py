@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from drtool.errors import UsageError
+from drtool.errors import DrtoolError, UsageError
 from drtool.lab.components.etcd import EtcdServer
 from drtool.lab.lab import Lab
 from drtool.plugin.contract import LabSupport, Plugin
@@ -55,14 +55,31 @@ def lab_plugins(names: Iterable[str] | None = None) -> list[Plugin]:
 
 
 def seed_sources(
-    lab: Lab, plugins: Iterable[Plugin], scale: int = 1, echo: Callable[[str], None] = lambda _l: None
+    lab: Lab,
+    plugins: Iterable[Plugin],
+    scale: int = 1,
+    echo: Callable[[str], None] = lambda _l: None,
+    *,
+    skip_unavailable: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """Seed ``lab`` through each plugin; plugin name -> the backup source mapping its seed returned."""
+    """Seed ``lab`` through each plugin; plugin name -> the backup source mapping its seed returned.
+
+    With ``skip_unavailable`` a plugin whose lab servers cannot run here (a Debian package not installed) is
+    left out with its reason printed, instead of failing everything: the demo on a machine that has some of
+    them still tells the whole story with the rest.
+    """
     sources: dict[str, dict[str, Any]] = {}
     for plugin in plugins:
         started = time.monotonic()
-        sources[plugin.name] = dict(lab_support(plugin).seed(lab, scale))  # type: ignore[union-attr]
-        lab.save()
+        try:
+            sources[plugin.name] = dict(lab_support(plugin).seed(lab, scale))  # type: ignore[union-attr]
+        except DrtoolError as exc:
+            if not skip_unavailable:
+                raise
+            echo(f"left out {plugin.name}: {exc.one_line()}")
+            continue
+        finally:
+            lab.save()
         echo(f"seeded {plugin.name} in {time.monotonic() - started:.1f}s")
     return sources
 
