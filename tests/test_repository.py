@@ -143,3 +143,29 @@ def test_artifact_names_are_checked(repo: Repository) -> None:
         for bad in ("../escape", "/abs", ""):
             with pytest.raises(UsageError), ctx.artifact(bad):
                 pass
+
+
+def test_an_interrupted_write_surfaces_its_own_error(repo: Repository) -> None:
+    """A signal handler raising mid-write (the scheduler's SIGTERM) must surface as itself: the writes a
+    tarfile makes while unwinding must not fail with BufferError on the chunker's pinned buffer."""
+
+    class Interrupted(Exception):
+        pass
+
+    data = os.urandom(20 * 1024 * 1024)
+    with pytest.raises(Interrupted), repo.begin_backup() as session:
+        ctx = session.context_for("files")
+        with ctx.artifact("a") as sink:
+            chunker = sink._chunker  # type: ignore[attr-defined]
+            real_cut = chunker._cdc.cut_buf
+
+            def interrupted_cut(view: memoryview):  # type: ignore[no-untyped-def]
+                yield next(iter(real_cut(view)))
+                raise Interrupted
+
+            chunker._cdc = type("Cdc", (), {"cut_buf": staticmethod(interrupted_cut)})()
+            try:
+                sink.write(data)
+            finally:  # what tarfile's __exit__ does while the exception is alive
+                sink.write(b"trailer")
+    assert repo.backup_ids() == []

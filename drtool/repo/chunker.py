@@ -34,11 +34,12 @@ class StreamChunker:
     def _cut(self, final: bool) -> list[bytes]:
         if not self._buf:
             return []
-        view = memoryview(self._buf)
-        cuts = [(c.offset, c.length) for c in self._cdc.cut_buf(view)]
-        if not final:
-            cuts.pop()  # the last piece ends at the window's edge, not at a cut point
-        chunks = [bytes(view[offset : offset + length]) for offset, length in cuts]
-        view.release()  # the buffer cannot be resized while a view of it is alive
+        # the buffer cannot be resized while a view of it is alive: release it even when interrupted (a signal
+        # handler raising mid-cut), or the writes made while unwinding (tarfile's close) fail with BufferError
+        with memoryview(self._buf) as view:
+            cuts = [(c.offset, c.length) for c in self._cdc.cut_buf(view)]
+            if not final:
+                cuts.pop()  # the last piece ends at the window's edge, not at a cut point
+            chunks = [bytes(view[offset : offset + length]) for offset, length in cuts]
         del self._buf[: sum(length for _, length in cuts)]
         return chunks

@@ -71,11 +71,21 @@ class ArtifactWriter:
         self._sha = hashlib.sha256()
         self._futures: list[Future[tuple[str, int]]] = []
         self._size = 0
+        self._broken = False
         self.entry_fields = {"plugin": plugin, "name": name, "meta": dict(meta), "sensitive": sensitive}
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
-        self._size += len(data)
-        self._submit(self._chunker.feed(data))
+        """Take more bytes. After a write has failed (a store error, or a signal handler raising mid-cut) the
+        artifact is doomed: later writes, such as those a tarfile makes while unwinding, are dropped, so the
+        error that doomed it is the one the caller sees."""
+        if self._broken:
+            return len(data)
+        try:
+            self._size += len(data)
+            self._submit(self._chunker.feed(data))
+        except BaseException:
+            self._broken = True
+            raise
         return len(data)
 
     def _submit(self, chunks: list[bytes]) -> None:
