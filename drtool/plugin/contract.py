@@ -4,7 +4,8 @@ A plugin knows one kind of source (etcd, the Kubernetes API, MLflow, ...). It ne
 it writes named artifacts through ``BackupContext.artifact`` and reads them back through
 ``RestoreContext.open``, both streaming, so no artifact is ever held whole in memory or on temp disk.
 
-Contract version 1. Rules every plugin keeps (checked by tests/test_plugin_contract.py):
+Contract version 1 (``previous_artifacts``, ``reuse`` and ``discard`` were added compatibly).
+Rules every plugin keeps (checked by tests/test_plugin_contract.py):
 - ``backup`` raises ``drtool.errors.SourceError`` (one line, with a hint) when its source fails; the core
   then marks the backup partial and keeps the other plugins' artifacts.
 - ``restore`` is idempotent: a second run leaves the same state and says so (``RestoreResult.changed``).
@@ -104,6 +105,21 @@ class BackupContext(Protocol):
 
     def progress(self, description: str, total: int | None = None) -> Any:
         """A progress handle with ``advance(n)``; a no-op when not attached to a terminal."""
+        ...
+
+    def previous_artifacts(self) -> list[ArtifactInfo]:
+        """This plugin's artifacts in the newest earlier backup of the same backup set where it succeeded."""
+        ...
+
+    def reuse(
+        self, name: str, previous: str, *, meta: Mapping[str, Any] | None = None, sensitive: bool = False
+    ) -> bool:
+        """Record ``name`` with the content of earlier artifact ``previous``, unread and unuploaded; False when
+        its chunks are no longer all in the store (then write the artifact)."""
+        ...
+
+    def discard(self, name: str) -> None:
+        """Drop an artifact this plugin closed earlier in this backup (its source changed under it)."""
         ...
 
 

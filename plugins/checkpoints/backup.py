@@ -98,9 +98,8 @@ class Copier:
         self._lock = threading.Lock()
         self.stats = {"bytes_read": 0, "bytes_reused": 0, "objects_read": 0, "objects_reused": 0, "torn_retries": 0}
         self._previous: dict[tuple[str, str, str], tuple[str, list[str]]] = {}
-        previous = getattr(ctx, "previous_artifacts", None)  # optional in the contract: older cores lack it
-        if previous is not None and not settings.reread:
-            for art in previous():
+        if not settings.reread:
+            for art in ctx.previous_artifacts():
                 m = art.meta
                 checked = list(m.get("source_checksums") or [])
                 self._previous[(str(m.get("url")), str(m.get("key")), str(m.get("fingerprint")))] = (art.name, checked)
@@ -138,11 +137,8 @@ class Copier:
             now = self._rescan(spec, loc, ck)
             if not torn and now is not None and _same(ck, now):
                 return ck
-            discard = getattr(self.ctx, "discard", None)
-            if discard is None:
-                raise SourceError(f"checkpoints: {ck.name} changed during backup and this core cannot discard it")
             for name in names:
-                discard(name)
+                self.ctx.discard(name)
             self._add(torn_retries=1)
             if now is None or not now.complete:
                 ck.complete = False
@@ -179,9 +175,8 @@ class Copier:
             else:
                 failure = failure or exc
         if failure is not None:
-            discard = getattr(self.ctx, "discard", None)
-            for name in names if discard else []:
-                discard(name)
+            for name in names:
+                self.ctx.discard(name)
             raise failure
         return names, torn
 
@@ -202,11 +197,10 @@ class Copier:
             "mtime": obj.mtime,
         }
         sensitive = ck.kind == "container"  # a process's whole memory: keys, tokens, data in flight
-        reuse = getattr(self.ctx, "reuse", None)
         previous = self._previous.get((loc.url, obj.key, obj.fingerprint))
-        if previous and reuse is not None:
+        if previous:
             old_name, checked = previous
-            if reuse(name, old_name, meta=meta | {"source_checksums": checked}, sensitive=sensitive):
+            if self.ctx.reuse(name, old_name, meta=meta | {"source_checksums": checked}, sensitive=sensitive):
                 self._add(bytes_reused=obj.size, objects_reused=1)
                 self._progress.advance(obj.size)
                 return name
