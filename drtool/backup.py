@@ -11,6 +11,7 @@ from drtool.plugin.contract import Plugin
 from drtool.progress import Progress
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
+from drtool.repo.writer import DEFAULT_LOCK_WAIT
 
 if TYPE_CHECKING:
     from drtool.catalog import Catalog  # SQLAlchemy is slow to import; only its user pays
@@ -27,9 +28,13 @@ def run_backup(
     backup_set: str | None = None,
     tags: list[str] | None = None,
     progress: Progress | None = None,
+    lock_wait: float = DEFAULT_LOCK_WAIT,
 ) -> Manifest:
-    """Back up with each plugin; a failing plugin makes the backup partial. If all fail, nothing is written."""
-    with repo.begin_backup(backup_set=backup_set, tags=tags, progress=progress) as session:
+    """Back up with each plugin; a failing plugin makes the backup partial. If all fail, nothing is written.
+
+    ``lock_wait``: seconds to wait for a prune holding the store exclusively before giving up.
+    """
+    with repo.begin_backup(backup_set=backup_set, tags=tags, progress=progress, lock_wait=lock_wait) as session:
         for plugin in plugins:
             log.debug("backup: running plugin %s", plugin.name)
             session.run_plugin(plugin, sources.get(plugin.name, {}))

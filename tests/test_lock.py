@@ -147,3 +147,25 @@ def test_reopened_store_sees_locks(store: Repository) -> None:
     again = Repository.open(open_backend(store.backend.url), Credentials(passphrase=PASSPHRASE))
     with acquire(store, "shared", "backup"):
         assert len(list_locks(again)) == 1
+
+
+def test_cli_backup_waits_lock_wait_seconds_for_a_prune_then_fails_cleanly(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.fixtures.core import Cli, assert_clean_error
+
+    cli = Cli(tmp_path / "home")
+    cli.home.mkdir()
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "f").write_bytes(b"x" * 1000)
+    config = cli.home / ".config/drtool/config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f"sources: {{files: {{paths: [{tmp_path / 'src'}]}}}}\n")
+    cli("init", "--store", str(tmp_path / "store"), check=True)
+    repo = Repository.open(open_backend(str(tmp_path / "store")), Credentials(passphrase=PASSPHRASE))
+    prune_lock = acquire(repo, "exclusive", "a prune")
+    try:
+        started = time.monotonic()
+        assert_clean_error(cli("backup", "-p", "files", "--lock-wait", "2"), 3, "a prune")
+        assert 2 <= time.monotonic() - started < 60
+    finally:
+        prune_lock.release()
+    cli("backup", "-p", "files", "--lock-wait", "2", check=True)

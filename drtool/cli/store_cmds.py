@@ -17,6 +17,7 @@ from drtool.errors import PartialBackup, UsageError
 from drtool.plugin.manager import get_plugin, load_plugins
 from drtool.repo.check import check as check_store
 from drtool.repo.repository import Repository
+from drtool.repo.writer import DEFAULT_LOCK_WAIT
 from drtool.restore import run_restore
 from drtool.store import open_backend
 
@@ -80,6 +81,9 @@ def backup(
     ] = None,
     tag: Annotated[list[str] | None, typer.Option(help="Tag the backup (repeatable).")] = None,
     backup_set: Annotated[str | None, typer.Option("--set", help="Name of the backup set.")] = None,
+    lock_wait: Annotated[
+        float, typer.Option(help="Seconds to wait for a running prune (it holds the store exclusively).")
+    ] = DEFAULT_LOCK_WAIT,
     as_json: JsonOpt = False,
 ) -> None:
     """Back up the configured sources. Example: drtool backup --plugin etcd"""
@@ -90,7 +94,14 @@ def backup(
     repo = app.open_repo()
     with progress() as prog:
         manifest = run_backup(
-            repo, plugins, sources, catalog=app.open_catalog(), backup_set=backup_set, tags=tag or [], progress=prog
+            repo,
+            plugins,
+            sources,
+            catalog=app.open_catalog(),
+            backup_set=backup_set,
+            tags=tag or [],
+            progress=prog,
+            lock_wait=lock_wait,
         )
     if as_json:
         print_json(manifest.model_dump(exclude={"artifacts"}) | {"size": manifest.size})
