@@ -29,6 +29,7 @@ from drtool.lab.lab import Lab
 from drtool.repo.repository import Repository
 from drtool.restore import run_restore
 from tests.fixtures.core import Cli, assert_clean_error
+from tests.fixtures.minio import minio_lab
 
 pytestmark = pytest.mark.minio
 PLUGIN = CheckpointsPlugin()
@@ -313,11 +314,7 @@ def test_directory_source_and_target(repo: Repository, tmp_path: Path) -> None:
 
 
 def test_source_minio_stopping_mid_transfer(repo: Repository, lab_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    lab = Lab("ckpt-flaky", root=lab_root)
-    lab.up(["minio"])
-    server = lab["minio"]
-    assert isinstance(server, MinioServer)
-    try:
+    with minio_lab(lab_root, "ckpt-flaky") as server:
         server.create_bucket("train")
         put = putter(server, "train")
         for i in range(4):
@@ -338,11 +335,9 @@ def test_source_minio_stopping_mid_transfer(repo: Repository, lab_root: Path, mo
             run_backup(repo, [PLUGIN], {"checkpoints": src})
         assert "nothing was written" in err.value.one_line() and "\n" not in err.value.one_line()
         assert repo.backup_ids() == [], "no backup is visible"
-        lab.up(["minio"])
+        server.start()
         manifest = run_backup(repo, [PLUGIN], {"checkpoints": src})
         assert manifest.status == "complete" and len(manifest.artifacts) == 5
-    finally:
-        lab.down()
 
 
 def test_cli_backup_restore_with_lab_support(cli: Cli, tmp_path: Path, lab_root: Path) -> None:

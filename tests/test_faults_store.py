@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from drtool.lab.components.minio import MinioServer
-from drtool.lab.lab import Lab
 from tests.fixtures.core import Cli, assert_clean_error
 from tests.fixtures.faults import FaultProxy
+from tests.fixtures.minio import minio_lab
 
 MIB = 1024 * 1024
 
@@ -107,14 +107,8 @@ def _wait_for_objects(server: MinioServer, bucket: str, count: int, timeout: flo
 @pytest.fixture
 def own_minio(lab_root: Path) -> Iterator[MinioServer]:
     """A MinIO of this test's own, so stopping it does not disturb the session's."""
-    lab = Lab("minio-outage", root=lab_root)
-    lab.up(["minio"])
-    server = lab["minio"]
-    assert isinstance(server, MinioServer)
-    try:
+    with minio_lab(lab_root, "minio-outage") as server:
         yield server
-    finally:
-        lab.down()
 
 
 def test_minio_stopped_mid_upload_then_restarted(cli: Cli, tmp_path: Path, own_minio: MinioServer) -> None:
