@@ -31,13 +31,13 @@ PASSPHRASE = "independence-bench"  # a throwaway store; not a secret
 def measure(objects: int, runs: int, work: Path) -> dict[str, Any]:
     from drtool_plugins.kubernetes import KubernetesPlugin
 
+    from drtool.backends.local import LocalBackend
     from drtool.independence.analysis import analyze
     from drtool.lab.kube_seed import seed
     from drtool.lab.lab import Lab
     from drtool.plans.schema import Plan
     from drtool.repo.repository import Repository
     from drtool.report.render import write_report
-    from drtool.store.local import LocalBackend
 
     lab = Lab(f"bench-indep-{objects}", root=work / "labs")
     lab.add("etcd")

@@ -30,6 +30,7 @@ from typing import Any
 
 from store_throughput import INPUT_SEED, RESULTS_DIR, MiB, MinioBackend, prepare_input, warm
 
+from drtool.backends import Backend, open_backend
 from drtool.backup import run_backup
 from drtool.crypto.master import MasterKey
 from drtool.plugin.manager import get_plugin
@@ -37,7 +38,6 @@ from drtool.repo.chunker import StreamChunker
 from drtool.repo.config import ChunkerParams
 from drtool.repo.repository import Repository
 from drtool.repo.writer import BackupSession
-from drtool.store import Backend, open_backend
 
 PASSPHRASE = "profile-backup"
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import drtool
+from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
 from drtool.catalog import Catalog
 from drtool.errors import UsageError
@@ -29,7 +30,6 @@ from drtool.progress import Progress
 from drtool.rehearsal.rehearse import Rehearsal, RehearsalOptions, rehearse
 from drtool.rehearsal.target import lab_plugins, seed_sources, stop_restored_servers
 from drtool.repo.repository import Repository
-from drtool.store.local import LocalBackend
 
 DEFAULT_WORKDIR = Path("~/.local/share/drtool/demo").expanduser()
 DEMO_PLAN = "full-cluster-rebuild.yaml"

@@ -18,6 +18,7 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
+from drtool.backends.backend import Backend
 from drtool.errors import DrtoolError
 from drtool.repo import layout
 from drtool.repo.lock import DEFAULT_TTL, acquire, remove_stale_locks
@@ -25,7 +26,6 @@ from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.writer import DEFAULT_LOCK_WAIT, DEFAULT_WORKERS
 from drtool.retention import BackupRef, Decision, RetentionPolicy, decide
-from drtool.store.backend import Backend
 
 _BATCH = 1000  # chunks deleted between two lock checks
 

@@ -1,4 +1,4 @@
-"""One conformance suite for every store backend (the contract in drtool/store/backend.py), plus S3 failures.
+"""One conformance suite for every store backend (the contract in drtool/backends/backend.py), plus S3 failures.
 
 The same tests run against a local directory and a real MinIO, because the repository layer above must not
 be able to tell them apart; the S3-only tests check that a misconfigured or unreachable store fails fast
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from drtool.backends import Backend, open_backend
+from drtool.backends.s3 import S3Backend
 from drtool.errors import NotFound, ObjectExists, StoreUnavailable, UsageError
 from drtool.lab import process
 from drtool.lab.components.minio import MinioServer
-from drtool.store import Backend, open_backend
-from drtool.store.s3 import S3Backend
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.minio)])

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from drtool.backends.local import LocalBackend
 from drtool.repo import layout
-from drtool.store.local import LocalBackend
 from tests.fixtures.core import Cli, assert_clean_error
 
 

@@ -23,6 +23,7 @@ from drtool_plugins.etcd import EtcdPlugin
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from drtool.backends.local import LocalBackend
 from drtool.errors import SourceError
 from drtool.lab.components.etcd import EtcdServer
 from drtool.lab.components.kube_apiserver import KubeApiserver
@@ -32,7 +33,6 @@ from drtool.lab.lab import Lab
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.restore import RestoreOutcome, run_restore
-from drtool.store.local import LocalBackend
 from tests.fixtures.core import PASSPHRASE
 from tests.fixtures.kube import KubeLab
 

@@ -23,6 +23,7 @@ import yaml
 from drtool_plugins.kubernetes import KubernetesPlugin
 from drtool_plugins.kubernetes.references import dns_forwarders, references
 
+from drtool.backends.local import LocalBackend
 from drtool.crypto.slots import KeySlot
 from drtool.independence.analysis import IndependenceReport, _judge_resolved, analyze, resolve_names
 from drtool.independence.domain import Address, FailureDomain
@@ -31,7 +32,6 @@ from drtool.lab.process import free_port
 from drtool.plans.schema import Plan
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
-from drtool.store.local import LocalBackend
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
 from tests.fixtures.kube import KubeLab, start_kube_lab
 

@@ -40,7 +40,7 @@ def test_recovery_shares_threshold_and_revocation(repo: Repository) -> None:
 
 
 def test_shares_from_another_store_are_refused(repo: Repository, tmp_path) -> None:
-    from drtool.store.local import LocalBackend
+    from drtool.backends.local import LocalBackend
 
     other = Repository.init(LocalBackend(tmp_path / "other"), passphrase=PASSPHRASE)
     slot, shares = slots.recovery_slot(other.key, other.config.store_id, 2, 3)
@@ -68,7 +68,7 @@ def test_last_slot_cannot_be_removed(repo: Repository) -> None:
 
 def test_slot_is_bound_to_its_store(repo: Repository, tmp_path) -> None:
     """A slot copied into another store does not open it: the store id is authenticated data."""
-    from drtool.store.local import LocalBackend
+    from drtool.backends.local import LocalBackend
 
     other = Repository.init(LocalBackend(tmp_path / "other"), passphrase="another passphrase")
     for name in repo.backend.list("keys/"):

@@ -97,7 +97,7 @@ def failed(checks: list[Any]) -> list[Any]:
 
 @pytest.fixture(scope="module")
 def module_repo(tmp_path_factory: pytest.TempPathFactory) -> Repository:
-    from drtool.store.local import LocalBackend
+    from drtool.backends.local import LocalBackend
 
     return Repository.init(LocalBackend(tmp_path_factory.mktemp("k8s-store") / "store"), passphrase=PASSPHRASE)
 

@@ -108,7 +108,7 @@ def diff_cli(cli: Cli, repo: Repository, backup_id: str, kube: KubeLab, *extra: 
 
 @pytest.fixture(scope="module")
 def module_repo(tmp_path_factory: pytest.TempPathFactory) -> Repository:
-    from drtool.store.local import LocalBackend
+    from drtool.backends.local import LocalBackend
 
     return Repository.init(LocalBackend(tmp_path_factory.mktemp("kueue-store") / "store"), passphrase=PASSPHRASE)
 

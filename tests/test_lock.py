@@ -10,12 +10,12 @@ import time
 
 import pytest
 
+from drtool.backends import open_backend
 from drtool.crypto.credentials import Credentials
 from drtool.errors import DrtoolError
 from drtool.repo import layout
 from drtool.repo.lock import LockInfo, LockLost, StoreLocked, acquire, list_locks, read_lock, remove_stale_locks
 from drtool.repo.repository import Repository
-from drtool.store import open_backend
 from tests.fixtures.core import PASSPHRASE
 
 
@@ -73,7 +73,7 @@ def test_lock_of_a_dead_process_on_this_host_is_stale(store: Repository, tmp_pat
         "from drtool.crypto.credentials import Credentials\n"
         "from drtool.repo.repository import Repository\n"
         "from drtool.repo.lock import acquire\n"
-        "from drtool.store import open_backend\n"
+        "from drtool.backends import open_backend\n"
         f"repo = Repository.open(open_backend({store.backend.url!r}), Credentials(passphrase={PASSPHRASE!r}))\n"
         "acquire(repo, 'exclusive', 'killed prune')\n"
         "os._exit(0)\n"  # no release, no atexit: as if killed

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
+from drtool.backends import open_backend
 from drtool.crypto.credentials import Credentials
 from drtool.lab.components.kube_apiserver import kubeconfig
 from drtool.metrics import BackupMetrics
 from drtool.repo.repository import Repository
 from drtool.scheduler.sets import parse_backup_sets
-from drtool.store import open_backend
 from tests.fixtures.core import PASSPHRASE
 from tests.fixtures.kube import KubeLab
 

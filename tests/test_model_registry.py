@@ -33,7 +33,7 @@ plugin = ModelRegistryPlugin()
 
 @pytest.fixture(scope="module")
 def module_repo(tmp_path_factory: pytest.TempPathFactory) -> Repository:
-    from drtool.store.local import LocalBackend
+    from drtool.backends.local import LocalBackend
 
     return Repository.init(LocalBackend(tmp_path_factory.mktemp("mr") / "store"), passphrase=PASSPHRASE)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
 from drtool.catalog import Catalog
 from drtool.catalog.runs import RunLog
@@ -22,7 +23,6 @@ from drtool.plans.source import resolve_backup
 from drtool.plugin.manager import get_plugin
 from drtool.rehearsal.target import stop_restored_servers
 from drtool.repo.repository import Repository
-from drtool.store.local import LocalBackend
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
 from tests.fixtures.kube import KubeLab
 

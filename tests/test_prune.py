@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from drtool.backends import open_backend
 from drtool.backup import run_backup
 from drtool.plugin.manager import get_plugin
 from drtool.prune import prune
@@ -18,7 +19,6 @@ from drtool.repo.check import check
 from drtool.repo.lock import StoreLocked, acquire
 from drtool.repo.repository import Repository
 from drtool.retention import RetentionPolicy
-from drtool.store import open_backend
 from tests.fixtures.core import PASSPHRASE
 
 

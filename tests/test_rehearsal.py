@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
 from drtool.catalog import Catalog
 from drtool.catalog.runs import RunLog
@@ -24,7 +25,6 @@ from drtool.rehearsal.guard import NetworkGuard
 from drtool.rehearsal.rehearse import RehearsalOptions, rehearse
 from drtool.rehearsal.target import lab_plugins, seed_sources
 from drtool.repo.repository import Repository
-from drtool.store.local import LocalBackend
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
 from tests.fixtures.kube import KubeLab
 

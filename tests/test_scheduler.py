@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from drtool.backends import open_backend
 from drtool.backup import run_backup
 from drtool.catalog import Catalog
 from drtool.crypto.credentials import Credentials
@@ -27,7 +28,6 @@ from drtool.scheduler.history import RunHistory
 from drtool.scheduler.runner import SetRunner
 from drtool.scheduler.service import SchedulerService, next_runs
 from drtool.scheduler.sets import parse_backup_sets
-from drtool.store import open_backend
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
 
 
@@ -221,7 +221,7 @@ def test_prune_and_unlock_cli(cli: Cli, tmp_path: Path) -> None:
     # a lock left by a killed process is stale; `unlock` removes it, prune would have too
     script = (
         "import os\nfrom drtool.crypto.credentials import Credentials\nfrom drtool.repo.repository import Repository\n"
-        "from drtool.repo.lock import acquire\nfrom drtool.store import open_backend\n"
+        "from drtool.repo.lock import acquire\nfrom drtool.backends import open_backend\n"
         f"acquire(Repository.open(open_backend({str(store)!r}), Credentials(passphrase={PASSPHRASE!r})), "
         "'exclusive', 'killed prune')\nos._exit(0)\n"
     )

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import yaml
 
+from drtool.backends import open_backend
 from drtool.crypto.credentials import Credentials
 from drtool.repo.repository import Repository
-from drtool.store import open_backend
 from tests.fixtures.core import PASSPHRASE, Cli
 
 RUNS = 10  # per scheduler; each run ends with a prune of its set

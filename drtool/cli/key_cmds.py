@@ -19,8 +19,8 @@ app = typer.Typer(help="Manage key slots: passphrases, key files, recovery share
 @app.command("list")
 def list_slots(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """List key slots (no credentials needed: slots hold only wrapped keys)."""
+    from drtool.backends import open_backend
     from drtool.repo.repository import Repository
-    from drtool.store import open_backend
 
     backend = open_backend(state(ctx).settings.require_store())
     Repository.read_config(backend)

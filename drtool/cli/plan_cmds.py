@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from drtool.backends import open_backend
 from drtool.cli.state import console, print_json, progress, state
 from drtool.config import credentials_from_env
 from drtool.errors import SourceError, UsageError
@@ -21,7 +22,6 @@ from drtool.plans.source import resolve_backup
 from drtool.plans.validate import check_file
 from drtool.plugin.manager import load_plugins
 from drtool.repo.repository import Repository
-from drtool.store import open_backend
 
 app = typer.Typer(help="Check and show restore plans (docs/plans.md).", no_args_is_help=True)
 

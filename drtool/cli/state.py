@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console
 
+from drtool.backends import open_backend
 from drtool.config import Settings, credentials_from_env, load_settings
 from drtool.progress import NullProgress, Progress, RichProgress
 from drtool.repo.repository import Repository
-from drtool.store import open_backend
 
 if TYPE_CHECKING:
     from drtool.catalog import Catalog

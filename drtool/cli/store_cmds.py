@@ -9,6 +9,7 @@ import typer
 import yaml
 from rich.table import Table
 
+from drtool.backends import open_backend
 from drtool.backup import run_backup
 from drtool.cli.state import console, human_bytes, print_json, progress, state
 from drtool.config import passphrase_from_env
@@ -19,7 +20,6 @@ from drtool.repo.check import check as check_store
 from drtool.repo.repository import Repository
 from drtool.repo.writer import DEFAULT_LOCK_WAIT
 from drtool.restore import run_restore
-from drtool.store import open_backend
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 BackupArg = Annotated[str, typer.Argument(help="Backup id, unique prefix or 'latest'.")]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import threading
 
+from drtool.backends.backend import Backend
 from drtool.repo import layout
-from drtool.store.backend import Backend
 
 
 class ChunkIndex:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import zstandard
 
+from drtool.backends.backend import Backend
 from drtool.crypto import slots
 from drtool.crypto.credentials import Credentials
 from drtool.crypto.master import MasterKey
@@ -20,7 +21,6 @@ from drtool.repo import layout
 from drtool.repo.chunk_index import ChunkIndex
 from drtool.repo.config import StoreConfig
 from drtool.repo.manifest import Manifest
-from drtool.store.backend import Backend
 
 if TYPE_CHECKING:
     from drtool.repo.restore_context import PluginRestoreContext

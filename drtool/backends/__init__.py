@@ -1,5 +1,5 @@
 """Backends: where store objects live. Bytes by name, nothing more; the format lives in ``drtool.repo``."""
 
-from drtool.store.backend import Backend, open_backend
+from drtool.backends.backend import Backend, open_backend
 
 __all__ = ["Backend", "open_backend"]

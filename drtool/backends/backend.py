@@ -57,11 +57,11 @@ def open_backend(url: str) -> Backend:
     parsed = urlparse(url)
     log.debug("opening store %s", url)
     if parsed.scheme in ("", "file"):
-        from drtool.store.local import LocalBackend
+        from drtool.backends.local import LocalBackend
 
         return LocalBackend(parsed.path if parsed.scheme == "file" else url)
     if parsed.scheme == "s3":
-        from drtool.store.s3 import S3Backend
+        from drtool.backends.s3 import S3Backend
 
         return S3Backend(url)
     raise UsageError(f"unsupported store URL {url!r}", "use a local path, file:///path or s3://bucket/prefix")
