@@ -21,13 +21,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from drtool_plugins.kubernetes.lab import OBJECTS_PER_SCALE
 from machine import REPO, machine_facts
 
 from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
 from drtool.lab.lab import Lab
 from drtool.plans.loader import load_plan
+from drtool.plugin.toolkit.kube.lab import OBJECTS_PER_SCALE
 from drtool.rehearsal.rehearse import RehearsalOptions, rehearse
 from drtool.rehearsal.target import lab_plugins, seed_sources
 from drtool.repo.repository import Repository

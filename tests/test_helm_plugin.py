@@ -21,11 +21,11 @@ from drtool_plugins.helm import HelmPlugin
 from drtool_plugins.helm.lab import helm_cli
 from drtool_plugins.helm.release import decode
 from drtool_plugins.helm.sample import push_oci_chart, seed_releases, write_repository
-from drtool_plugins.kubernetes.client import KubeClient
-from drtool_plugins.kubernetes.settings import Connection
 
 from drtool.errors import SourceError
 from drtool.lab import process
+from drtool.plugin.toolkit.kube.client import KubeClient
+from drtool.plugin.toolkit.kube.settings import Connection
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.restore import run_restore

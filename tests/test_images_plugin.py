@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import requests
 from drtool_plugins.images import ImagesPlugin
-from drtool_plugins.images.oci import ACCEPT
 
 from drtool.errors import IntegrityError, SourceError, UsageError
+from drtool.plugin.toolkit.oci.registry import ACCEPT
 from drtool.repo import layout
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository

@@ -14,9 +14,9 @@ from typing import Any
 
 from drtool_plugins.images import ImagesPlugin
 from drtool_plugins.kubernetes import KubernetesPlugin
-from drtool_plugins.kubernetes.references import map_images
 from kubernetes import client as k8s
 
+from drtool.plugin.toolkit.kube.references import map_images
 from drtool.repo.repository import Repository
 from drtool.restore import run_restore
 from tests.fixtures.kube import KubeLab, start_kube_lab

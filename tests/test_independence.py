@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 import yaml
 from drtool_plugins.kubernetes import KubernetesPlugin
-from drtool_plugins.kubernetes.references import dns_forwarders, references
 
 from drtool.backends.local import LocalBackend
 from drtool.crypto.slots import KeySlot
@@ -30,6 +29,7 @@ from drtool.independence.domain import Address, FailureDomain
 from drtool.lab.kube_seed import KubeClient, wait_established
 from drtool.lab.process import free_port
 from drtool.plans.schema import Plan
+from drtool.plugin.toolkit.kube.references import dns_forwarders, references
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error

@@ -19,11 +19,12 @@ from typing import Any
 
 from drtool.errors import UsageError
 from drtool.plugin.contract import ArtifactInfo, Check, Dependency, RestoreContext, RestoreResult
+from drtool.plugin.toolkit.settings import as_bool, as_list
 
 from . import detect
 from .backup import scan
 from .location import IO_BLOCK, Location, hash_stream, open_location
-from .settings import DEFAULT_WORKERS, SourceSpec, as_bool, as_list
+from .settings import DEFAULT_WORKERS, SourceSpec
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,26 +8,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from drtool.errors import UsageError
+from drtool.plugin.toolkit.settings import as_bool, as_list
 
 from .detect import DEFAULT_MARKERS
 
 DEFAULT_WORKERS = 4  # objects in flight at once; each holds a chunker window (16 MiB) or upload parts
-
-
-def as_list(value: Any) -> list[str]:
-    if value is None or value == "":
-        return []
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    return [str(v) for v in value]
-
-
-def as_bool(value: Any, default: bool = False) -> bool:
-    if value is None:
-        return default
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,10 +1,10 @@
 """Back up what a restored platform needs to keep its names and certificates, and what still points back.
 
-Kubernetes objects go through the kubernetes plugin's ``backup_type`` (paged LIST, cleaned objects, one
+Kubernetes objects go through the toolkit's ``backup_type`` (paged LIST, cleaned objects, one
 NDJSON artifact per type, Secrets sensitive), each type filtered to what this plugin owns: cert-manager
 Issuers, ClusterIssuers, Certificates and exactly the Secrets they name; ExternalDNS DNSEndpoints and
 Deployments; CoreDNS's Corefile ConfigMaps and the kube-dns Service; the namespaces and CRDs those need.
-So a dns-certs backup restores with the kubernetes plugin's machinery, and a full kubernetes backup of the
+So a dns-certs backup restores with the toolkit's Kubernetes machinery, and a full kubernetes backup of the
 same cluster holds the same bytes (deduplicated by the store).
 
 Zones are transferred by AXFR and streamed into ``zones/<zone>zone`` as master-file lines. Along the way
@@ -18,14 +18,13 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from drtool_plugins.kubernetes.backup import BackupRun, TypeResult, backup_type
-from drtool_plugins.kubernetes.client import ApiError, KubeClient
-from drtool_plugins.kubernetes.discovery import ResourceType, crd_index, discover
-from drtool_plugins.kubernetes.objects import object_key
-from drtool_plugins.kubernetes.settings import BackupOptions, Connection, Filters
-
 from drtool.errors import SourceError
 from drtool.plugin.contract import BackupContext, Inventory
+from drtool.plugin.toolkit.kube.client import ApiError, KubeClient
+from drtool.plugin.toolkit.kube.discovery import ResourceType, crd_index, discover
+from drtool.plugin.toolkit.kube.listing import BackupRun, TypeResult, backup_type
+from drtool.plugin.toolkit.kube.objects import object_key
+from drtool.plugin.toolkit.kube.settings import BackupOptions, Connection, Filters
 
 from . import certs, cutover, externaldns, tsig, zones
 from .kinds import (

@@ -4,7 +4,7 @@ objects, then the zones.
 1. Every zone artifact is read to its end (the store verifies it) and parsed; with ``dns_server`` the
    target zone is transferred and the update planned, which refuses before any write when the target's
    serial is ahead of the backup's.
-2. Kubernetes objects through the kubernetes plugin's restore (CRDs, namespaces, Secrets, ConfigMaps,
+2. Kubernetes objects through the toolkit's object restore (CRDs, namespaces, Secrets, ConfigMaps,
    then the rest: Secrets before Certificates, so cert-manager finds each Certificate's key pair and
    status and issues nothing). Certificates get their backed-up status through /status.
 3. kube-dns and ExternalDNS are applied here: kube-dns keeps its ClusterIP (every pod's resolv.conf and
@@ -21,15 +21,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from drtool_plugins.kubernetes.apply import Applier, Existing, Owners
-from drtool_plugins.kubernetes.client import ApiError, KubeClient
-from drtool_plugins.kubernetes.discovery import ResourceType
-from drtool_plugins.kubernetes.objects import object_key
-from drtool_plugins.kubernetes.restore import run_restore as kubernetes_restore
-from drtool_plugins.kubernetes.settings import Connection, RestoreOptions
-
 from drtool.errors import SourceError, UsageError
 from drtool.plugin.contract import RestoreContext, RestoreResult
+from drtool.plugin.toolkit.kube.apply import Applier, Existing, Owners
+from drtool.plugin.toolkit.kube.client import ApiError, KubeClient
+from drtool.plugin.toolkit.kube.discovery import ResourceType
+from drtool.plugin.toolkit.kube.objects import object_key
+from drtool.plugin.toolkit.kube.restore import restore_objects
+from drtool.plugin.toolkit.kube.settings import Connection, RestoreOptions
 
 from . import certs, externaldns, tsig, zones
 from .backup import ZONE_FORMAT
@@ -66,7 +65,7 @@ def run_restore(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping
         client = KubeClient(Connection.from_mapping(target))
         own_records = {t.key: (t, own.records(t.key)) for t in own.types().values()}
         _refuse_kube_dns_conflict(client, own_records)
-        kube = kubernetes_restore(view, target, options) if view.artifacts else None  # type: ignore[arg-type]
+        kube = restore_objects(view, target, options) if view.artifacts else None  # type: ignore[arg-type]
         applied = _apply_own(client, RestoreOptions.parse(target, options), own_records, s)
         changed = bool(kube and kube.changed) or any(v in ("created", "changed") for v in applied.values())
         details["kubernetes"] = dict(kube.details) if kube else {}

@@ -1,7 +1,7 @@
 """Source, target and restore settings of the dns-certs plugin, parsed once from drtool's mappings.
 
 Values come from a YAML config or from ``-t/-o KEY=VALUE`` (strings), so lists also take a comma-separated
-string and flags a "true"/"false" string (the kubernetes plugin's parsers). The TSIG secret is never a
+string and flags a "true"/"false" string (drtool.plugin.toolkit.settings). The TSIG secret is never a
 setting: ``tsig_key_file`` names a BIND key file (``tsig-keygen`` output), read only when used.
 """
 
@@ -12,10 +12,9 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from drtool_plugins.kubernetes.settings import as_bool, as_list, as_number
-
 from drtool.errors import UsageError
 from drtool.plans.schema import parse_duration
+from drtool.plugin.toolkit.settings import as_bool, as_list, as_number
 
 EXTERNALDNS_MODES = ("keep", "hold", "release")
 DEFAULT_MARGIN = dt.timedelta(days=14)

@@ -1,6 +1,6 @@
 """Did it come back, and will it stay? The target read back through its own APIs and compared.
 
-- Kubernetes objects: the kubernetes plugin's per-type comparison (counts, content hashes, diffs;
+- Kubernetes objects: the toolkit's per-type comparison (counts, content hashes, diffs;
   Certificates with their status), kube-dns's ClusterIP, ExternalDNS's arguments (held or not).
 - cert-manager would issue nothing: no CertificateRequest exists for a restored Certificate, and for each
   Certificate cert-manager's trigger conditions hold (``certs.reissue_reasons``).
@@ -15,14 +15,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from drtool_plugins.kubernetes.client import ApiError, KubeClient
-from drtool_plugins.kubernetes.discovery import ResourceType
-from drtool_plugins.kubernetes.objects import object_key
-from drtool_plugins.kubernetes.settings import Connection, RestoreOptions
-from drtool_plugins.kubernetes.verify import check_type
-
 from drtool.errors import DrtoolError
 from drtool.plugin.contract import Check, RestoreContext
+from drtool.plugin.toolkit.kube.client import ApiError, KubeClient
+from drtool.plugin.toolkit.kube.discovery import ResourceType
+from drtool.plugin.toolkit.kube.objects import object_key
+from drtool.plugin.toolkit.kube.settings import Connection, RestoreOptions
+from drtool.plugin.toolkit.kube.verify import check_type
 
 from . import certs, externaldns, tsig, zones
 from .kinds import CERTIFICATE_REQUESTS, CERTIFICATES, COREDNS_NAMESPACE, DEPLOYMENTS, KUBE_DNS, OWN_APPLY, SERVICES

@@ -1,4 +1,4 @@
-"""The backup as the kubernetes plugin's code sees it: only the artifacts in its format (and optionally
+"""The backup as the toolkit's Kubernetes code sees it: only the artifacts in its format (and optionally
 only some types), so its restore, verify and dependency code runs unchanged on a dns-certs backup."""
 
 from __future__ import annotations
@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from drtool_plugins.kubernetes.artifacts import FORMAT, records, types_in
-from drtool_plugins.kubernetes.discovery import ResourceType
-
 from drtool.plugin.contract import ArtifactInfo, RestoreContext
+from drtool.plugin.toolkit.kube.artifacts import FORMAT, records, types_in
+from drtool.plugin.toolkit.kube.discovery import ResourceType
 
 Obj = dict[str, Any]
 

@@ -12,8 +12,7 @@ from typing import Any
 from drtool.lab.components.etcd import EtcdServer
 from drtool.lab.etcd_seed import settings_of
 from drtool.lab.lab import Lab
-
-from ..kubernetes.lab import KINDS, seeded_cluster
+from drtool.plugin.toolkit.kube.lab import KINDS, seeded_cluster
 
 
 class EtcdLab:

@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from drtool_plugins.kubernetes.settings import as_bool
-
 from drtool.errors import UsageError
+from drtool.plugin.toolkit.settings import as_bool
 
 from .gitcmd import check_url
 

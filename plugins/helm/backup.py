@@ -6,7 +6,8 @@
 - classic repositories: ``repos/<key>/index.yaml`` and ``charts/<key>/<name>-<version>.tgz`` for every
   chart version a backed-up release uses (``all_versions``: every version listed), checked against the
   index's digest;
-- OCI charts (``oci://host/repo/chart:version``): copied by digest with the images plugin's copier.
+- OCI charts (``oci://host/repo/chart:version``): copied by digest with the toolkit's OCI copier
+  (``drtool.plugin.toolkit.oci.pull``).
 ``charts.json`` records what a restore pushes. The manifest facts list each release's revisions with chart
 and status, never values.
 """
@@ -19,15 +20,15 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from drtool_plugins.kubernetes.client import ApiError, KubeClient
-from drtool_plugins.kubernetes.settings import Connection, as_bool, as_list
-
 from drtool.errors import DrtoolError, SourceError
 from drtool.plugin.contract import BackupContext, Inventory
+from drtool.plugin.toolkit.kube.client import ApiError, KubeClient
+from drtool.plugin.toolkit.kube.settings import Connection
+from drtool.plugin.toolkit.oci.pull import Copier
+from drtool.plugin.toolkit.oci.refs import parse
+from drtool.plugin.toolkit.oci.settings import SourceSettings as ImageSettings
+from drtool.plugin.toolkit.settings import as_bool, as_list
 
-from ..images.backup import Copier
-from ..images.refs import parse
-from ..images.settings import SourceSettings as ImageSettings
 from . import charts as _charts
 from .release import SECRET_TYPE, SELECTOR, decode, summary
 

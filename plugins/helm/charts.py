@@ -21,8 +21,7 @@ import requests
 import yaml
 
 from drtool.errors import IntegrityError, SourceError
-
-from ..images.oci import CHUNK, OCI_MANIFEST, TIMEOUT, Registry, sha256_digest
+from drtool.plugin.toolkit.oci.registry import CHUNK, OCI_MANIFEST, TIMEOUT, Registry, sha256_digest
 
 HELM_CONFIG = "application/vnd.cncf.helm.config.v1+json"
 HELM_CHART = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"

@@ -6,14 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from drtool_plugins.kubernetes.client import KubeClient
-from drtool_plugins.kubernetes.settings import Connection
-
 from drtool.lab.build import go_binary
 from drtool.lab.components.kube_apiserver import KubeApiserver
+from drtool.plugin.toolkit.kube.client import KubeClient
+from drtool.plugin.toolkit.kube.settings import Connection
+from drtool.plugin.toolkit.oci.lab import lab_registry
+from drtool.plugin.toolkit.oci.registry import Registry
 
-from ..images.lab import lab_registry
-from ..images.oci import Registry
 from .sample import push_oci_chart, seed_releases
 
 if TYPE_CHECKING:

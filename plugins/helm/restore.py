@@ -18,16 +18,15 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from drtool_plugins.kubernetes.client import APPLY_PATCH, FIELD_MANAGER, ApiError, KubeClient
-from drtool_plugins.kubernetes.kubeconfig import load_configuration
-from drtool_plugins.kubernetes.settings import Connection
-
 from drtool.errors import DrtoolError, SourceError
 from drtool.plugin.contract import Check, Dependency, RestoreContext, RestoreResult
+from drtool.plugin.toolkit.kube.client import APPLY_PATCH, FIELD_MANAGER, ApiError, KubeClient
+from drtool.plugin.toolkit.kube.kubeconfig import load_configuration
+from drtool.plugin.toolkit.kube.settings import Connection
+from drtool.plugin.toolkit.oci.push import check_images, image_from_dict, push_all
+from drtool.plugin.toolkit.oci.registry import Registry
+from drtool.plugin.toolkit.oci.settings import TargetSettings, registry_for
 
-from ..images.oci import Registry
-from ..images.restore import check_images, image_from_dict, push_all
-from ..images.settings import TargetSettings, resolve_plain_http
 from . import charts as _charts
 from .backup import INDEX, RELEASES
 from .release import decode, summary
@@ -54,8 +53,7 @@ def _stream(ctx: RestoreContext, name: str) -> Iterator[bytes]:
 
 def _chart_registry(settings: TargetSettings, repo_url: str) -> Registry:
     """Classic-repository charts go to ``registry`` (or the mapping of the repository's host)."""
-    host = settings.host_for(urlsplit(repo_url).netloc)
-    return Registry(host, resolve_plain_http(settings.plain_http, host), settings.credentials.get(host))
+    return registry_for(settings, settings.host_for(urlsplit(repo_url).netloc))
 
 
 def _chart_repository(prefix: str, name: str) -> str:

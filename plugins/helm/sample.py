@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from drtool_plugins.kubernetes.client import KubeClient
 
-from ..images.oci import Registry
+from drtool.plugin.toolkit.kube.client import KubeClient
+from drtool.plugin.toolkit.oci.registry import Registry
+
 from .charts import push_chart
 from .release import SECRET_TYPE, encode, labels, secret_name
 from .restore import restore_releases

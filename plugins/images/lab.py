@@ -4,21 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from drtool.lab.components.registry import RegistryServer
+from drtool.plugin.toolkit.oci.lab import lab_registry
+from drtool.plugin.toolkit.oci.registry import Registry
 
-from .oci import Registry
 from .sample import seed_registry
 
 if TYPE_CHECKING:
     from drtool.lab.lab import Lab
-
-
-def lab_registry(lab: Lab) -> RegistryServer:
-    """The lab's registry, started if it is not running."""
-    lab.up(["registry"])
-    server = lab.first("registry")
-    assert isinstance(server, RegistryServer)
-    return server
 
 
 class ImagesLab:

@@ -18,7 +18,7 @@ import json
 import tarfile
 from typing import Any
 
-from .oci import OCI_INDEX, OCI_MANIFEST, Registry, referrers_tag, sha256_digest
+from drtool.plugin.toolkit.oci.registry import OCI_INDEX, OCI_MANIFEST, Registry, referrers_tag, sha256_digest
 
 PLATFORMS = ("linux/amd64", "linux/arm64", "linux/arm/v7")
 LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"

@@ -1,4 +1,4 @@
-"""Image references found in a cluster's workloads, listed through the kubernetes plugin's client.
+"""Image references found in a cluster's workloads, listed through the toolkit's Kubernetes client.
 
 A plugin only sees its own artifacts, so the images plugin lists the workloads itself at backup time rather
 than reading the kubernetes plugin's backup. Only types that carry pod templates are listed (built-ins and
@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from drtool_plugins.kubernetes.client import ApiError, KubeClient
-from drtool_plugins.kubernetes.discovery import crd_index, discover
-from drtool_plugins.kubernetes.references import image_references
-from drtool_plugins.kubernetes.settings import Connection
-
 from drtool.errors import SourceError
+from drtool.plugin.toolkit.kube.client import ApiError, KubeClient
+from drtool.plugin.toolkit.kube.discovery import crd_index, discover
+from drtool.plugin.toolkit.kube.references import image_references
+from drtool.plugin.toolkit.kube.settings import Connection
 
 # resource names (any group) whose objects carry pod templates or container images
 WORKLOAD_RESOURCES = frozenset(

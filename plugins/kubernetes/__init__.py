@@ -20,13 +20,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from drtool.plugin.contract import BackupContext, Check, Dependency, Inventory, RestoreContext, RestoreResult
+from drtool.plugin.toolkit.kube import references as _references
+from drtool.plugin.toolkit.kube.lab import SeededCluster
+from drtool.plugin.toolkit.kube.restore import restore_objects
 
 from . import backup as _backup
-from . import references as _references
-from . import restore as _restore
 from . import verify as _verify
-from .lab import KubernetesLab
-from .settings import RestoreOptions
 
 __all__ = ["KubernetesPlugin"]
 
@@ -36,7 +35,7 @@ class KubernetesPlugin:
 
     name = "kubernetes"
     description = "Kubernetes API objects (CRDs, custom resources, built-ins) as cleaned JSON, re-applied in order"
-    lab = KubernetesLab()  # drtool.plugin.contract.LabSupport: seed a lab source, prepare a lab target
+    lab = SeededCluster()  # drtool.plugin.contract.LabSupport: seed a lab source, prepare a lab target
 
     def discover(self, source: Mapping[str, Any]) -> Inventory:
         return _backup.discover_inventory(source)
@@ -45,10 +44,10 @@ class KubernetesPlugin:
         return _backup.backup(source, ctx)
 
     def restore(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
-        return _restore.run_restore(ctx, target, options)
+        return restore_objects(ctx, target, options)
 
     def verify(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
-        return _verify.run_verify(ctx, target, RestoreOptions.parse(target, options))
+        return _verify.run_verify(ctx, target, options)
 
     def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
         return _references.dependencies(ctx, target)

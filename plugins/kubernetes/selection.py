@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from .discovery import ResourceType
-from .settings import Filters
-from .skips import resource_skip_reason
+from drtool.plugin.toolkit.kube.discovery import CRDS, NAMESPACES, ResourceType
+from drtool.plugin.toolkit.kube.settings import Filters
+from drtool.plugin.toolkit.kube.skips import resource_skip_reason
 
-CRDS = "customresourcedefinitions.apiextensions.k8s.io"
-NAMESPACES = "namespaces"
 # listed last, keeping what the filters select plus what the backed-up objects need
 DEFERRED = (NAMESPACES, CRDS)
 

@@ -2,8 +2,9 @@
 
 Backs up configuration only — Topologies, ResourceFlavors, WorkloadPriorityClasses, MultiKueueClusters
 (with the kubeconfig Secrets they name), MultiKueueConfigs, ProvisioningRequestConfigs, AdmissionChecks,
-Cohorts, ClusterQueues, LocalQueues — never Workloads or status, which are Kueue's runtime state. It is
-built on the kubernetes plugin: same client, discovery, artifact format and server-side apply.
+Cohorts, ClusterQueues, LocalQueues — never Workloads or status, which are Kueue's runtime state. Like the
+kubernetes plugin it is built on the toolkit's Kubernetes machinery (drtool/plugin/toolkit/kube): same
+client, discovery, artifact format and server-side apply.
 
 Source settings: ``kubeconfig``, ``context``, ``kueue_namespace`` (kueue-system), ``page_size``.
 Target settings: ``kubeconfig``, ``context``. Restore options: ``allow_missing`` (false, true or a list of
@@ -17,13 +18,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from drtool.plugin.contract import BackupContext, Check, Dependency, Inventory, RestoreContext, RestoreResult
+from drtool.plugin.toolkit.kube.lab import SeededCluster
 
 from . import backup as _backup
 from . import deps as _deps
 from . import diff as _diff
 from . import restore as _restore
 from . import verify as _verify
-from .lab import KueueLab
 
 __all__ = ["KueuePlugin"]
 
@@ -33,7 +34,7 @@ class KueuePlugin:
 
     name = "kueue"
     description = "Kueue quotas and policies (flavors, cohorts, queues, checks), restored in dependency order"
-    lab = KueueLab()  # drtool.plugin.contract.LabSupport: seed a lab source, prepare a lab target
+    lab = SeededCluster()  # drtool.plugin.contract.LabSupport: seed a lab source, prepare a lab target
 
     def discover(self, source: Mapping[str, Any]) -> Inventory:
         return _backup.discover_inventory(source)

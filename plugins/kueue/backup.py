@@ -1,6 +1,6 @@
 """Back up Kueue's configuration: every config kind the server serves, plus what it needs to stand alone.
 
-Each kind is listed and written by the kubernetes plugin's ``backup_type`` (paged LIST, cleaned objects,
+Each kind is listed and written by the toolkit's ``backup_type`` (paged LIST, cleaned objects,
 one NDJSON artifact per type), so a kueue backup has the kubernetes plugin's artifact format and its
 restore machinery applies unchanged. Added, so that a backup restores into an empty cluster:
 - the kubeconfig Secrets MultiKueueClusters name (from Kueue's namespace only; sensitive artifact);
@@ -15,11 +15,11 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from drtool_plugins.kubernetes.backup import BackupRun, TypeResult, backup_type
-from drtool_plugins.kubernetes.client import KubeClient
-from drtool_plugins.kubernetes.settings import BackupOptions, Filters, as_number
-
 from drtool.plugin.contract import BackupContext, Inventory
+from drtool.plugin.toolkit.kube.client import KubeClient
+from drtool.plugin.toolkit.kube.listing import BackupRun, TypeResult, backup_type
+from drtool.plugin.toolkit.kube.settings import BackupOptions, Filters
+from drtool.plugin.toolkit.settings import as_number
 
 from .cluster import Served, connect, require_kueue, served
 from .kinds import CONFIG, CRDS, DEFAULT_KUEUE_NAMESPACE, MK_CLUSTERS, NAMESPACES, RUNTIME, SECRETS

@@ -1,4 +1,4 @@
-"""One Kubernetes API server as the kueue plugin sees it, through the kubernetes plugin's client and discovery.
+"""One Kubernetes API server as the kueue plugin sees it, through the toolkit's Kubernetes client and discovery.
 
 Kueue's objects are read in their CRD's storage version (``v1beta2`` for the CRDs in
 ``../shared/fixtures/crds``, which serve ``v1beta1`` too), as the kubernetes plugin reads every custom
@@ -12,11 +12,10 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from drtool_plugins.kubernetes.client import ApiError, KubeClient
-from drtool_plugins.kubernetes.discovery import CrdInfo, ResourceType, crd_index, discover
-from drtool_plugins.kubernetes.settings import Connection
-
 from drtool.errors import SourceError
+from drtool.plugin.toolkit.kube.client import ApiError, KubeClient
+from drtool.plugin.toolkit.kube.discovery import CrdInfo, ResourceType, crd_index, discover
+from drtool.plugin.toolkit.kube.settings import Connection
 
 from .kinds import GROUP
 

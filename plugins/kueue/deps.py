@@ -15,9 +15,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import yaml
-from drtool_plugins.kubernetes.references import dependencies as kubernetes_dependencies
 
 from drtool.plugin.contract import Dependency, RestoreContext
+from drtool.plugin.toolkit.kube.references import dependencies as kubernetes_dependencies
 
 from .bundle import Bundle, load
 from .kinds import MK_CLUSTERS, SECRETS

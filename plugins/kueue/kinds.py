@@ -19,7 +19,7 @@ DEFAULT_KUEUE_NAMESPACE = "kueue-system"  # where the Kueue manager runs, and wh
 
 
 def key(resource: str) -> str:
-    """``resource.group`` of a Kueue resource, as the kubernetes plugin names types."""
+    """``resource.group`` of a Kueue resource, as the toolkit names types."""
     return f"{resource}.{GROUP}"
 
 

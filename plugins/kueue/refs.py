@@ -13,9 +13,8 @@ import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from drtool_plugins.kubernetes.settings import as_list
-
 from drtool.errors import UsageError
+from drtool.plugin.toolkit.settings import as_list
 
 from .kinds import (
     CHECKS,

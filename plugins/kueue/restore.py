@@ -6,7 +6,7 @@
    restore here, with nothing written, unless ``allow_missing`` names its kind.
 4. With ``existing: fail``, stop if an object exists in the target with other content.
 5. Install the Kueue CRDs the target lacks, wait until they are Established; then every level in order,
-   the objects of one level concurrently, Cohorts parents first. Writes are the kubernetes plugin's
+   the objects of one level concurrently, Cohorts parents first. Writes are the toolkit's
    server-side apply (``Applier``), so a second run changes nothing and says so.
 Status is never written: Kueue computes it (a restored ClusterQueue becomes Active once a Kueue
 controller runs in the target and finds everything it names).
@@ -20,15 +20,15 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from drtool_plugins.kubernetes.apply import Applier, Existing, Owners
-from drtool_plugins.kubernetes.client import ApiError, KubeClient
-from drtool_plugins.kubernetes.crds import wait_established
-from drtool_plugins.kubernetes.discovery import ResourceType
-from drtool_plugins.kubernetes.restore import Tally
-from drtool_plugins.kubernetes.settings import RestoreOptions, as_bool
-
 from drtool.errors import SourceError, UsageError
 from drtool.plugin.contract import RestoreContext, RestoreResult
+from drtool.plugin.toolkit.kube.apply import Applier, Existing, Owners
+from drtool.plugin.toolkit.kube.client import ApiError, KubeClient
+from drtool.plugin.toolkit.kube.crds import wait_established
+from drtool.plugin.toolkit.kube.discovery import ResourceType
+from drtool.plugin.toolkit.kube.restore import Tally
+from drtool.plugin.toolkit.kube.settings import RestoreOptions
+from drtool.plugin.toolkit.settings import as_bool
 
 from .bundle import Bundle, load
 from .cluster import Served, connect, served

@@ -1,6 +1,6 @@
 """Did the Kueue configuration arrive whole? The target read back and compared with the backup.
 
-Two views, both needed: object by object (the kubernetes plugin's ``check_type``: counts, content hashes,
+Two views, both needed: object by object (the toolkit's ``check_type``: counts, content hashes,
 a diff of what differs), and Kueue's own meaning — quotas per ClusterQueue/Cohort, flavor and resource,
 LocalQueue -> ClusterQueue, the cohort tree, every reference resolving in the target, and no ClusterQueue
 that Kueue reports Inactive. Objects the target has beyond the backup are listed, not failed.
@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from drtool_plugins.kubernetes.apply import Existing
-from drtool_plugins.kubernetes.client import KubeClient
-from drtool_plugins.kubernetes.discovery import ResourceType
-from drtool_plugins.kubernetes.verify import check_type, crds_established
-
 from drtool.errors import DrtoolError
 from drtool.plugin.contract import Check, RestoreContext
+from drtool.plugin.toolkit.kube.apply import Existing
+from drtool.plugin.toolkit.kube.client import KubeClient
+from drtool.plugin.toolkit.kube.discovery import ResourceType
+from drtool.plugin.toolkit.kube.verify import check_type, crds_established
 
 from .bundle import Bundle, load
 from .cluster import Served, connect, served

@@ -24,6 +24,7 @@ from typing import Any
 
 from drtool.errors import IntegrityError, UsageError
 from drtool.plugin.contract import RestoreContext, RestoreResult
+from drtool.plugin.toolkit.settings import as_bool
 
 from .artifacts import S3Location
 from .backup import REGISTRY
@@ -309,7 +310,7 @@ def _tags(tags: Mapping[str, str]) -> list[Obj]:
 
 def dry_run(options: Mapping[str, Any]) -> bool:
     """The ``dry_run`` option (``drtool restore --dry-run``): report what would change, write nothing."""
-    return str(options.get("dry_run", "")).lower() in ("1", "true", "yes", "on")
+    return as_bool(options.get("dry_run"))
 
 
 def run_restore(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:

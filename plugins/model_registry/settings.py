@@ -8,24 +8,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from drtool.errors import UsageError
+from drtool.plugin.toolkit.settings import as_bool, as_list
 
 from .artifacts import S3Settings, split_s3
-
-
-def _names(value: Any) -> tuple[str, ...]:
-    if not value:
-        return ()
-    if isinstance(value, str):
-        return tuple(n.strip() for n in value.split(",") if n.strip())
-    return tuple(str(n) for n in value)
-
-
-def _flag(value: Any, default: bool) -> bool:
-    if value is None or value == "":
-        return default
-    if isinstance(value, bool):
-        return value
-    return str(value).lower() in ("1", "true", "yes", "on")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +28,7 @@ class Source:
         url = str(m.get("url") or "")
         if not url:
             raise UsageError("model-registry source has no url", "set url: http://MLFLOW_HOST:PORT in sources")
-        return cls(url, _names(m.get("models")), S3Settings.from_mapping(m), _flag(m.get("runs"), True))
+        return cls(url, tuple(as_list(m.get("models"))), S3Settings.from_mapping(m), as_bool(m.get("runs"), True))
 
 
 @dataclasses.dataclass(frozen=True)

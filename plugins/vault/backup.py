@@ -21,10 +21,10 @@ from urllib.parse import urlsplit
 
 import hvac
 import requests
-from drtool_plugins.kubernetes.settings import as_bool
 
 from drtool.errors import SourceError, UsageError
 from drtool.plugin.contract import BackupContext, Inventory
+from drtool.plugin.toolkit.settings import as_bool
 
 from . import escrow as _escrow
 from .client import Connection, call, health, raw

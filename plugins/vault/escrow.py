@@ -16,9 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from drtool_plugins.kubernetes.settings import as_bool
-
 from drtool.errors import IntegrityError, SourceError, UsageError
+from drtool.plugin.toolkit.settings import as_bool
 
 ARTIFACT = "escrow.json"
 

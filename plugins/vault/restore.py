@@ -16,10 +16,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import hvac
-from drtool_plugins.kubernetes.settings import as_bool
 
 from drtool.errors import NotFound, SourceError, UsageError
 from drtool.plugin.contract import RestoreContext, RestoreResult
+from drtool.plugin.toolkit.settings import as_bool
 
 from . import kv as _kv
 from . import snapshot as _snapshot

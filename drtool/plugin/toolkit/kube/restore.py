@@ -75,7 +75,7 @@ class _Restore:
         self.progress = ctx.progress("objects", sum(self.scan.counts.values()))
 
 
-def run_restore(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
+def restore_objects(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
     opts = RestoreOptions.parse(target, options)
     client = KubeClient(Connection.from_mapping(target))
     run = _Restore(ctx, client, opts)

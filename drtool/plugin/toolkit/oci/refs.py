@@ -1,7 +1,7 @@
 """Image references (``host/repository:tag@digest``) parsed the way container runtimes resolve them.
 
 A reference without a registry host pulls from Docker Hub (``nginx`` is ``docker.io/library/nginx:latest``);
-the host rule is the kubernetes plugin's ``registry_host``, so the independence analysis and the copy agree
+the host rule is the toolkit's ``registry_host``, so the independence analysis and the copy agree
 on which registry an image comes from.
 """
 
@@ -10,9 +10,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from drtool_plugins.kubernetes.references import DOCKER_HUB, registry_host
-
 from drtool.errors import UsageError
+from drtool.plugin.toolkit.kube.references import DOCKER_HUB, registry_host
 
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 DOCKER_HUB_API = "registry-1.docker.io"  # where docker.io's distribution API is served

@@ -17,6 +17,10 @@ from .client import ApiError, KubeClient
 
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+# type keys (``resource.group``) every Kubernetes-reading plugin names
+CRDS = "customresourcedefinitions.apiextensions.k8s.io"
+NAMESPACES = "namespaces"
+SECRETS = "secrets"
 
 
 @dataclasses.dataclass(frozen=True)

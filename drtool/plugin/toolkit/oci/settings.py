@@ -1,7 +1,7 @@
-"""Source and target settings of the images plugin, parsed once from the mappings drtool hands it.
+"""Registry settings (source and target) of the plugins that copy OCI content: images, helm charts.
 
-Lists accept YAML lists or comma-separated strings, maps a mapping or ``"a=b,c=d"``, as the kubernetes
-plugin's settings do (``-t``/``-o KEY=VALUE`` on the command line are strings).
+Lists accept YAML lists or comma-separated strings, maps a mapping or ``"a=b,c=d"``, as every plugin's
+settings do (``-t``/``-o KEY=VALUE`` on the command line are strings).
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from drtool_plugins.kubernetes.settings import as_bool, as_list, as_number
-
 from drtool.errors import UsageError
+from drtool.plugin.toolkit.settings import as_bool, as_list, as_number
+
+from .registry import Registry
 
 
 def parse_map(value: Any, name: str) -> dict[str, str]:
@@ -79,6 +80,11 @@ def resolve_plain_http(setting: bool | tuple[str, ...] | None, host: str) -> boo
     if isinstance(setting, tuple):
         return True if host in setting else None
     return setting
+
+
+def registry_for(settings: SourceSettings | TargetSettings, host: str) -> Registry:
+    """A client for ``host`` with the plain-HTTP choice and the credentials ``settings`` give it."""
+    return Registry(host, resolve_plain_http(settings.plain_http, host), settings.credentials.get(host))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,10 +16,9 @@ from typing import Any
 from drtool.errors import IntegrityError
 from drtool.plugin.contract import RestoreContext
 
-from .discovery import ResourceType
+from .discovery import CRDS, ResourceType
 
 FORMAT = "ndjson-objects-v1"
-CRDS = "customresourcedefinitions.apiextensions.k8s.io"
 
 
 def types_in(ctx: RestoreContext) -> list[ResourceType]:

@@ -12,35 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from drtool.errors import UsageError
+from drtool.plugin.toolkit.settings import as_bool, as_list, as_number
 
 EXISTING_POLICIES = ("update", "replace", "skip", "fail")
-
-
-def as_list(value: Any) -> list[str]:
-    if value is None or value == "":
-        return []
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    return [str(v).strip() for v in value]
-
-
-def as_bool(value: Any, default: bool) -> bool:
-    if value is None or value == "":
-        return default
-    if isinstance(value, str):
-        if value.lower() in ("1", "true", "yes", "on"):
-            return True
-        if value.lower() in ("0", "false", "no", "off"):
-            return False
-        raise UsageError(f"expected true or false, got {value!r}")
-    return bool(value)
-
-
-def as_number(value: Any, default: float, name: str) -> float:
-    try:
-        return default if value is None or value == "" else float(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"{name} must be a number, got {value!r}") from None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,7 @@
-"""The kubernetes plugin's ``LabSupport``: a lab control plane seeded with an AI platform's objects.
+"""A lab control plane seeded with an AI platform's objects: the source and target of the plugins that
+read a Kubernetes API (kubernetes, kueue, etcd's lab seed).
 
-The kueue plugin reads the same cluster, so the seed is done once per lab: a marker in the lab's folder
+Those plugins read the same cluster, so the seed is done once per lab: a marker in the lab's folder
 records how many objects it holds, and seeding again for the same scale costs nothing.
 """
 
@@ -42,7 +43,10 @@ def cluster_target(lab: Lab) -> dict[str, Any]:
     return {"kubeconfig": str(_apiserver(lab).admin_kubeconfig)}
 
 
-class KubernetesLab:
+class SeededCluster:
+    """``LabSupport`` of a plugin that reads a Kubernetes API: the seeded lab control plane as its source
+    (Kueue CRDs, GPU flavors, a cohort tree, team queues, workloads...), an empty lab API server as target."""
+
     kinds = KINDS
 
     def seed(self, lab: Lab, scale: int = 1) -> dict[str, Any]:
