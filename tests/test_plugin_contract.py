@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import typing
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -34,5 +35,37 @@ def test_plugin_keeps_the_contract(name: str) -> None:
 
 
 def test_every_contract_method_is_documented() -> None:
-    for method in ("discover", "backup", "restore", "verify", "dependencies"):
+    for method in ("discover", "backup", "restore", "verify", "dependencies", "diff"):
         assert f"def {method}(" in DOCS
+
+
+def test_a_plugin_states_only_what_it_has() -> None:
+    """The optional hooks have defaults: a plugin without them still keeps the contract."""
+
+    class Minimal(contract.BasePlugin):
+        name, description = "minimal", "only the required hooks"
+        backup = restore = verify = staticmethod(lambda *args: None)
+
+    plugin = Minimal()
+    assert isinstance(plugin, contract.Plugin) and not isinstance(plugin, contract.DiffSupport)
+    assert plugin.dependencies(None, {}) == [] and plugin.discover({}).counts == {}  # type: ignore[arg-type]
+    assert plugin.lab is None
+
+
+DIFFERS = sorted(name for name in BUILT_IN if isinstance(registry().plugins[name], contract.DiffSupport))
+
+
+def test_some_plugin_offers_diff() -> None:
+    assert "kueue" in DIFFERS
+
+
+@pytest.mark.parametrize("name", DIFFERS)
+def test_diff_keeps_the_contract(name: str) -> None:
+    """``diff`` takes what ``DiffSupport.diff`` takes and returns what `drtool diff` prints."""
+    plugin = registry().plugins[name]
+    expected = list(inspect.signature(contract.DiffSupport.diff).parameters)[1:]
+    assert list(inspect.signature(plugin.diff).parameters) == expected
+    returned = typing.get_type_hints(plugin.diff)["return"]
+    for member in ("equal", "summary", "tables", "to_json"):
+        assert hasattr(returned, member) or member in typing.get_type_hints(returned), (name, member)
+    assert f"`{name}`" in DOCS.split("### diff", 1)[1], f"docs/plugins.md does not name {name} under diff"

@@ -1,13 +1,12 @@
 """`drtool diff`: what differs between a backup and a live system, for plugins that can tell.
 
-A plugin offers this with a ``diff(ctx, target)`` method (beyond the contract) returning an object with
-``equal``, ``summary``, ``tables()`` and ``to_json()``; the kueue plugin does. The command only prints:
-the comparison is the plugin's.
+A plugin offers this with the optional ``diff`` hook (``drtool.plugin.contract.DiffSupport``, docs/plugins.md);
+the kueue plugin does. The command only prints: the comparison is the plugin's.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -15,6 +14,7 @@ from rich.table import Table
 from drtool.cli.state import console, print_json, state
 from drtool.cli.store_cmds import BackupArg, JsonOpt, TargetOpt, parse_pairs
 from drtool.errors import NotFound, UsageError
+from drtool.plugin.contract import DiffResult, DiffSupport
 from drtool.plugin.manager import get_plugin, load_plugins
 
 DIFFERENT = 9  # exit code when the backup and the target differ (0: equal; errors keep their own codes)
@@ -32,9 +32,8 @@ def diff(
     Example: drtool diff latest --plugin kueue --target kubeconfig=/etc/kubernetes/admin.conf
     """
     chosen = get_plugin(plugin)
-    compare = getattr(chosen, "diff", None)
-    if compare is None:
-        able = sorted(name for name, p in load_plugins().items() if hasattr(p, "diff"))
+    if not isinstance(chosen, DiffSupport):
+        able = sorted(name for name, p in load_plugins().items() if isinstance(p, DiffSupport))
         raise UsageError(
             f"plugin {plugin} cannot compare a backup with a live system", f"diff supports: {', '.join(able)}"
         )
@@ -43,13 +42,13 @@ def diff(
     if not rctx.artifacts:
         raise NotFound(f"backup {rctx.backup_id} holds nothing from plugin {plugin}", "`drtool show ID` lists it")
     rctx.preflight()  # every chunk present, before the live system is contacted
-    result = compare(rctx, parse_pairs(target, "target"))
+    result = chosen.diff(rctx, parse_pairs(target, "target"))
     _print(result, as_json)
     if not result.equal:
         raise typer.Exit(DIFFERENT)
 
 
-def _print(result: Any, as_json: bool) -> None:
+def _print(result: DiffResult, as_json: bool) -> None:
     if as_json:
         print_json(result.to_json())
         return

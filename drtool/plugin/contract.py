@@ -13,12 +13,17 @@ Rules every plugin keeps (checked by tests/test_plugin_contract.py):
   verified (stage, then commit).
 - ``dependencies`` names every endpoint the restore will contact and every reference restored objects
   will carry, for the independence analysis.
+
+A plugin subclasses ``BasePlugin`` and states only what it has: ``backup``, ``restore`` and ``verify``
+always; ``discover``, ``dependencies`` and ``lab`` when it has something to say; ``diff`` (``DiffSupport``)
+when it can compare a backup with a live system. Hooks may be methods or module functions bound with
+``staticmethod``, as long as their parameters are named as here (tests/test_plugin_contract.py checks).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -174,3 +179,49 @@ class LabSupport(Protocol):
     def target(self, lab: Lab) -> dict[str, Any]:
         """Start what is needed in an empty ``lab``; return the restore target mapping pointing at it."""
         ...
+
+
+@runtime_checkable
+class DiffResult(Protocol):
+    """What ``DiffSupport.diff`` returns; `drtool diff` only prints it (the comparison is the plugin's)."""
+
+    equal: bool  # False: `drtool diff` exits with ``drtool.errors.Differs``' code
+    summary: str  # one line
+
+    def tables(self) -> Sequence[tuple[str, Sequence[str], Sequence[Sequence[str]]]]:
+        """(title, column names, rows of cells) for each table to print."""
+        ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class DiffSupport(Protocol):
+    """Optional, as a plugin's ``diff`` method: what differs between a backup and a live system.
+
+    `drtool diff ID -p PLUGIN -t KEY=VALUE` calls it after the core checked that every chunk of the
+    plugin's artifacts is in the store; ``target`` is a restore target mapping naming the live system.
+    """
+
+    def diff(self, ctx: RestoreContext, target: Mapping[str, Any]) -> DiffResult: ...
+
+
+class BasePlugin:
+    """Defaults for the optional hooks, so a plugin states only what it has.
+
+    Subclass it, set ``name`` and ``description``, and give ``backup``, ``restore`` and ``verify``
+    (``Plugin`` says what they take and return). ``discover`` and ``dependencies`` default to having
+    nothing to report, ``lab`` to no lab support.
+    """
+
+    name: str
+    description: str
+    lab: LabSupport | None = None
+
+    def discover(self, source: Mapping[str, Any]) -> Inventory:
+        """Nothing counted: the plugin cannot tell what a backup would copy before copying it."""
+        return Inventory(counts={})
+
+    def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
+        """Nothing beyond the store and the key slot, which the core adds for every restore."""
+        return []

@@ -13,10 +13,7 @@ Source settings: ``sources`` (list of ``url: s3://B/P`` or ``path: DIR``, with `
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from drtool.plugin.contract import BackupContext, Check, Dependency, Inventory, RestoreContext, RestoreResult
+from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
 from . import restore as _restore
@@ -25,22 +22,12 @@ from .lab import CheckpointsLab
 __all__ = ["CheckpointsPlugin"]
 
 
-class CheckpointsPlugin:
+class CheckpointsPlugin(BasePlugin):
     name = "checkpoints"
     description = "Training checkpoints (DCP, safetensors, marker dirs, container archives) from S3 or disk"
     lab = CheckpointsLab()
-
-    def discover(self, source: Mapping[str, Any]) -> Inventory:
-        return _backup.discover(source)
-
-    def backup(self, source: Mapping[str, Any], ctx: BackupContext) -> Mapping[str, Any]:
-        return _backup.backup(source, ctx)
-
-    def restore(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
-        return _restore.run_restore(ctx, target, options)
-
-    def verify(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
-        return _restore.run_verify(ctx, target, options)
-
-    def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
-        return _restore.dependencies(ctx, target)
+    discover = staticmethod(_backup.discover)
+    backup = staticmethod(_backup.backup)
+    restore = staticmethod(_restore.run_restore)
+    verify = staticmethod(_restore.run_verify)
+    dependencies = staticmethod(_restore.dependencies)

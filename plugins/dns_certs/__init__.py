@@ -20,10 +20,7 @@ Source: ``kubeconfig``, ``context``, ``kubernetes`` (true), ``dns_server`` (host
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from drtool.plugin.contract import BackupContext, Check, Dependency, Inventory, RestoreContext, RestoreResult
+from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
 from . import deps as _deps
@@ -34,24 +31,14 @@ from .lab import DnsCertsLab
 __all__ = ["DnsCertsPlugin"]
 
 
-class DnsCertsPlugin:
+class DnsCertsPlugin(BasePlugin):
     """Implements ``drtool.plugin.contract.Plugin`` (and ``LabSupport`` as ``lab``) for DNS and certificates."""
 
     name = "dns-certs"
     description = "cert-manager certificates and their Secrets, CoreDNS, ExternalDNS, DNS zones (AXFR/RFC 2136)"
     lab = DnsCertsLab()
-
-    def discover(self, source: Mapping[str, Any]) -> Inventory:
-        return _backup.discover_inventory(source)
-
-    def backup(self, source: Mapping[str, Any], ctx: BackupContext) -> Mapping[str, Any]:
-        return _backup.backup(source, ctx)
-
-    def restore(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
-        return _restore.run_restore(ctx, target, options)
-
-    def verify(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
-        return _verify.run_verify(ctx, target, options)
-
-    def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
-        return _deps.dependencies(ctx, target)
+    discover = staticmethod(_backup.discover_inventory)
+    backup = staticmethod(_backup.backup)
+    restore = staticmethod(_restore.run_restore)
+    verify = staticmethod(_verify.run_verify)
+    dependencies = staticmethod(_deps.dependencies)

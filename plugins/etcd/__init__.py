@@ -23,75 +23,25 @@ see ``restore.py``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from drtool.plugin.contract import BackupContext, Check, Dependency, Inventory, RestoreContext, RestoreResult
+from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
+from . import deps as _deps
 from . import restore as _restore
 from . import verify as _verify
-from .client import EtcdSettings
 from .lab import EtcdLab
 
 __all__ = ["EtcdPlugin"]
 
 
-class EtcdPlugin:
+class EtcdPlugin(BasePlugin):
     """Implements ``drtool.plugin.contract.Plugin`` for etcd v3 (3.4+, tested with 3.5)."""
 
     name = "etcd"
     description = "etcd v3 snapshot (Maintenance.Snapshot), restored with etcdutl into a new member"
-    lab = EtcdLab()  # drtool.plugin.contract.LabSupport: seed a lab source, prepare a lab target
-
-    def discover(self, source: Mapping[str, Any]) -> Inventory:
-        return _backup.discover(source)
-
-    def backup(self, source: Mapping[str, Any], ctx: BackupContext) -> Mapping[str, Any]:
-        return _backup.backup(source, ctx)
-
-    def restore(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
-        return _restore.run_restore(ctx, target, options)
-
-    def verify(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
-        return _verify.run_verify(ctx, target)
-
-    def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
-        return dependencies(ctx, target)
-
-
-def dependencies(ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
-    """The new member (and its advertised peer URL), and the source only when verify is asked to compare
-    with it. The restore itself contacts no old member; the store is added by the core."""
-    deps: list[Dependency] = []
-    spec = _restore.RestoreSpec.parse(target, {})
-    marker = _restore.read_marker(spec.marker_path) or {}
-    lab_url = "http://127.0.0.1" if spec.start else None  # the port is chosen when the restore runs
-    peer = marker.get("peer_url") or spec.peer_url or lab_url or spec.advertised_peer_url
-    deps.append(
-        Dependency(
-            "reference",
-            peer,
-            "peer URL written into the restored member's membership",
-            f"--initial-advertise-peer-urls of member {spec.name}",
-        )
-    )
-    client = target.get("endpoints") or (marker.get("client") or {}).get("endpoints") or spec.client_url or lab_url
-    for url in _as_list(client):
-        deps.append(
-            Dependency("endpoint", url, "the restored etcd, health-checked and verified", "verify connects to it")
-        )
-    if target.get("compare_with"):
-        for url in EtcdSettings.from_mapping(target["compare_with"]).endpoints:
-            deps.append(
-                Dependency(
-                    "endpoint", url, "source etcd that verify compares every key with (optional)", "target.compare_with"
-                )
-            )
-    return deps
-
-
-def _as_list(value: Any) -> list[str]:
-    if not value:
-        return []
-    return [v.strip() for v in value.split(",")] if isinstance(value, str) else [str(v) for v in value]
+    lab = EtcdLab()
+    discover = staticmethod(_backup.discover)
+    backup = staticmethod(_backup.backup)
+    restore = staticmethod(_restore.run_restore)
+    verify = staticmethod(_verify.run_verify)
+    dependencies = staticmethod(_deps.dependencies)

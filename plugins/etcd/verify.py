@@ -33,7 +33,8 @@ def target_settings(target: Mapping[str, Any], marker: Mapping[str, Any] | None)
     return EtcdSettings.from_mapping(client, environ={})
 
 
-def run_verify(ctx: RestoreContext, target: Mapping[str, Any]) -> list[Check]:
+def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
+    """Read the new member back; ``options`` are the restore's and change nothing here."""
     marker = read_marker(RestoreSpec.parse(target, {}).marker_path) if target.get("data_dir") else None
     facts = _Facts(marker, backup_meta(ctx))
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from drtool.errors import SourceError, UsageError
-from drtool.plugin.contract import BackupContext, Check, Dependency, Inventory, RestoreContext, RestoreResult
+from drtool.plugin.contract import BackupContext, BasePlugin, Check, Inventory, RestoreContext, RestoreResult
 
 ARTIFACT = "files.tar"
 MARKER = ".drtool-restored"
@@ -72,7 +72,7 @@ class _Counted:
         return self._sink.write(data)
 
 
-class FilesPlugin:
+class FilesPlugin(BasePlugin):
     name = "files"
     description = "Files and directories (PKI, service-account keys, encryption config) as one tar"
 
@@ -136,6 +136,3 @@ class FilesPlugin:
                         differ.append(member.name)
         detail = f"{total - len(differ)}/{total} equal" + (f"; differ: {differ[:5]}" if differ else "")
         return [Check("files equal to backup", not differ, detail)]
-
-    def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
-        return []

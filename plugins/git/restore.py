@@ -59,15 +59,15 @@ def current_refs(target: RestoreTarget, name: str, several: bool) -> dict[str, s
     return portable(list_refs(path))
 
 
-def run_restore(ctx: RestoreContext, target_map: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
-    target = RestoreTarget.parse(target_map, options)
-    repos = repos_of(ctx, target.only)
+def run_restore(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
+    spec = RestoreTarget.parse(target, options)
+    repos = repos_of(ctx, spec.only)
     several = len(repos_of(ctx)) > 1
     done: dict[str, str] = {}
     for name, meta in repos.items():
-        done[name] = _restore_repo(ctx, target, name, meta, several)
+        done[name] = _restore_repo(ctx, spec, name, meta, several)
     changed = [n for n, what in done.items() if what != "unchanged"]
-    if target.dry_run:
+    if spec.dry_run:
         summary = f"dry run: {len(changed)} of {len(done)} git repositories would change"
         return RestoreResult(False, summary, {"repos": done})
     summary = f"{len(changed)} of {len(done)} git repositories restored" + (

@@ -16,16 +16,16 @@ from .restore import expected_refs, repos_of
 from .settings import RestoreTarget
 
 
-def run_verify(ctx: RestoreContext, target_map: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
-    target = RestoreTarget.parse(target_map, options)
-    if target.dry_run:
+def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
+    spec = RestoreTarget.parse(target, options)
+    if spec.dry_run:
         return [Check("git: dry run", True, "the restore was a dry run: nothing to verify")]
     several = len(repos_of(ctx)) > 1
     checks = []
-    for name, meta in repos_of(ctx, target.only).items():
-        where = target.where(name, several)
-        path = None if target.url else target.bare_path(name, several)
-        refs = list_refs(url=where) if target.url else list_refs(path)
+    for name, meta in repos_of(ctx, spec.only).items():
+        where = spec.where(name, several)
+        path = None if spec.url else spec.bare_path(name, several)
+        refs = list_refs(url=where) if spec.url else list_refs(path)
         have = {n: r.object for n, r in refs.items() if n.startswith(PORTABLE)}
         want = expected_refs(meta)
         diff = sorted(set(have.items()) ^ set(want.items()))

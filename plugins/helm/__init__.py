@@ -10,10 +10,7 @@ pushed), ``chart_prefix`` (``charts``). docs/helm.md explains each.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from drtool.plugin.contract import BackupContext, Check, Dependency, Inventory, RestoreContext, RestoreResult
+from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
 from . import restore as _restore
@@ -22,24 +19,14 @@ from .lab import HelmLab
 __all__ = ["HelmPlugin"]
 
 
-class HelmPlugin:
+class HelmPlugin(BasePlugin):
     """Implements ``drtool.plugin.contract.Plugin`` for Helm 3 (Secret storage driver, OCI and classic charts)."""
 
     name = "helm"
     description = "Helm releases (storage Secrets, every revision) and their charts (classic repos, OCI), restored"
     lab = HelmLab()
-
-    def discover(self, source: Mapping[str, Any]) -> Inventory:
-        return _backup.discover_inventory(source)
-
-    def backup(self, source: Mapping[str, Any], ctx: BackupContext) -> Mapping[str, Any]:
-        return _backup.backup(source, ctx)
-
-    def restore(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
-        return _restore.run_restore(ctx, target, options)
-
-    def verify(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
-        return _restore.run_verify(ctx, target, options)
-
-    def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
-        return _restore.dependencies(ctx, target)
+    discover = staticmethod(_backup.discover_inventory)
+    backup = staticmethod(_backup.backup)
+    restore = staticmethod(_restore.run_restore)
+    verify = staticmethod(_restore.run_verify)
+    dependencies = staticmethod(_restore.dependencies)

@@ -11,10 +11,7 @@ plugin's ``image_registry_map`` points restored workloads at the target registry
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from drtool.plugin.contract import BackupContext, Check, Dependency, Inventory, RestoreContext, RestoreResult
+from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
 from . import restore as _restore
@@ -23,24 +20,14 @@ from .lab import ImagesLab
 __all__ = ["ImagesPlugin"]
 
 
-class ImagesPlugin:
+class ImagesPlugin(BasePlugin):
     """Implements ``drtool.plugin.contract.Plugin`` for OCI registries (distribution API v2 / OCI 1.1)."""
 
     name = "images"
     description = "container images and OCI artifacts by digest (every platform, referrers), pushed to a new registry"
     lab = ImagesLab()
-
-    def discover(self, source: Mapping[str, Any]) -> Inventory:
-        return _backup.discover_inventory(source)
-
-    def backup(self, source: Mapping[str, Any], ctx: BackupContext) -> Mapping[str, Any]:
-        return _backup.backup(source, ctx)
-
-    def restore(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
-        return _restore.run_restore(ctx, target, options)
-
-    def verify(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
-        return _restore.run_verify(ctx, target, options)
-
-    def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
-        return _restore.dependencies(ctx, target)
+    discover = staticmethod(_backup.discover_inventory)
+    backup = staticmethod(_backup.backup)
+    restore = staticmethod(_restore.run_restore)
+    verify = staticmethod(_restore.run_verify)
+    dependencies = staticmethod(_restore.dependencies)

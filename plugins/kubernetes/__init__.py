@@ -16,10 +16,7 @@ the skip list and the restore order and their reasons.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from drtool.plugin.contract import BackupContext, Check, Dependency, Inventory, RestoreContext, RestoreResult
+from drtool.plugin.contract import BasePlugin
 from drtool.plugin.toolkit.kube import references as _references
 from drtool.plugin.toolkit.kube.lab import SeededCluster
 from drtool.plugin.toolkit.kube.restore import restore_objects
@@ -30,24 +27,14 @@ from . import verify as _verify
 __all__ = ["KubernetesPlugin"]
 
 
-class KubernetesPlugin:
+class KubernetesPlugin(BasePlugin):
     """Implements ``drtool.plugin.contract.Plugin`` for the Kubernetes API (tested with kube-apiserver 1.37)."""
 
     name = "kubernetes"
     description = "Kubernetes API objects (CRDs, custom resources, built-ins) as cleaned JSON, re-applied in order"
-    lab = SeededCluster()  # drtool.plugin.contract.LabSupport: seed a lab source, prepare a lab target
-
-    def discover(self, source: Mapping[str, Any]) -> Inventory:
-        return _backup.discover_inventory(source)
-
-    def backup(self, source: Mapping[str, Any], ctx: BackupContext) -> Mapping[str, Any]:
-        return _backup.backup(source, ctx)
-
-    def restore(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
-        return restore_objects(ctx, target, options)
-
-    def verify(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
-        return _verify.run_verify(ctx, target, options)
-
-    def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
-        return _references.dependencies(ctx, target)
+    lab = SeededCluster()
+    discover = staticmethod(_backup.discover_inventory)
+    backup = staticmethod(_backup.backup)
+    restore = staticmethod(restore_objects)
+    verify = staticmethod(_verify.run_verify)
+    dependencies = staticmethod(_references.dependencies)

@@ -14,10 +14,7 @@ reference kinds), ``install_crds`` (true), ``existing`` (update|skip|fail), ``dr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from drtool.plugin.contract import BackupContext, Check, Dependency, Inventory, RestoreContext, RestoreResult
+from drtool.plugin.contract import BasePlugin
 from drtool.plugin.toolkit.kube.lab import SeededCluster
 
 from . import backup as _backup
@@ -29,28 +26,15 @@ from . import verify as _verify
 __all__ = ["KueuePlugin"]
 
 
-class KueuePlugin:
+class KueuePlugin(BasePlugin):
     """Implements ``drtool.plugin.contract.Plugin`` for Kueue (CRDs kueue.x-k8s.io v1beta2; v1beta1 read too)."""
 
     name = "kueue"
     description = "Kueue quotas and policies (flavors, cohorts, queues, checks), restored in dependency order"
-    lab = SeededCluster()  # drtool.plugin.contract.LabSupport: seed a lab source, prepare a lab target
-
-    def discover(self, source: Mapping[str, Any]) -> Inventory:
-        return _backup.discover_inventory(source)
-
-    def backup(self, source: Mapping[str, Any], ctx: BackupContext) -> Mapping[str, Any]:
-        return _backup.backup(source, ctx)
-
-    def restore(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
-        return _restore.run_restore(ctx, target, options)
-
-    def verify(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
-        return _verify.run_verify(ctx, target, _restore.Options.parse(target, options))
-
-    def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
-        return _deps.dependencies(ctx, target)
-
-    def diff(self, ctx: RestoreContext, target: Mapping[str, Any]) -> _diff.KueueDiff:
-        """Quota and queue-wiring differences between this backup and the live cluster ``target``."""
-        return _diff.diff(ctx, target)
+    lab = SeededCluster()
+    discover = staticmethod(_backup.discover_inventory)
+    backup = staticmethod(_backup.backup)
+    restore = staticmethod(_restore.run_restore)
+    verify = staticmethod(_verify.run_verify)
+    dependencies = staticmethod(_deps.dependencies)
+    diff = staticmethod(_diff.diff)

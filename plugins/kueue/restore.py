@@ -289,19 +289,14 @@ def _result(run: _Run, refs: list[MissingRef], blocked: list[MissingRef], second
         "seconds": round(seconds, 3),
     }
     if run.opts.base.dry_run:
-        details |= {"would_create": t.names.get("create", []), "would_change": t.names.get("change", [])}
+        details |= t.would()
         failing = f"; it would FAIL: {len(blocked)} missing reference(s)" if blocked else ""
-        summary = (
-            f"dry run against {run.client.server}: {t.total('create')} would be created, "
-            f"{t.total('change')} changed, {t.total('unchanged')} left alone{failing}"
-        )
-        return RestoreResult(changed=False, summary=summary, details=details)
+        return RestoreResult(changed=False, summary=t.dry_run_summary(run.client.server, failing), details=details)
     details["changed_objects"] = t.names.get("changed", [])
-    n = sum(sum(c.values()) for c in t.by_type.values())
     allowed = f"; {len(refs)} missing reference(s) accepted (allow_missing)" if refs else ""
     summary = (
-        f"{n} Kueue objects into {run.client.server} in {seconds:.1f}s: {t.total('created')} created, "
+        f"{t.objects()} Kueue objects into {run.client.server} in {seconds:.1f}s: {t.total('created')} created, "
         f"{t.total('changed')} changed, {t.total('unchanged')} unchanged, "
         f"{t.total('skipped')} left alone (existing){allowed}"
     )
-    return RestoreResult(changed=bool(t.total("created") or t.total("changed")), summary=summary, details=details)
+    return RestoreResult(changed=t.changed(), summary=summary, details=details)

@@ -30,7 +30,8 @@ from .restore import Options, check_references
 MAX_LISTED = 5
 
 
-def run_verify(ctx: RestoreContext, target: Mapping[str, Any], opts: Options) -> list[Check]:
+def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
+    opts = Options.parse(target, options)
     if opts.base.dry_run:
         return [Check("kueue: dry run", True, "the restore was a dry run: nothing to verify")]
     try:

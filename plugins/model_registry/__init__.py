@@ -14,62 +14,25 @@ cannot reproduce.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from drtool.plugin.contract import BackupContext, Check, Dependency, Inventory, RestoreContext, RestoreResult
+from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
+from . import deps as _deps
 from . import restore as _restore
 from . import verify as _verify
 from .lab import MlflowLab
-from .settings import Target
 
 __all__ = ["ModelRegistryPlugin"]
 
 
-class ModelRegistryPlugin:
+class ModelRegistryPlugin(BasePlugin):
     """Implements ``drtool.plugin.contract.Plugin`` for MLflow's model registry (REST API 2.0)."""
 
     name = "model-registry"
     description = "MLflow model registry: models, versions, aliases, stages, linked runs and version files"
-    lab = MlflowLab()  # drtool.plugin.contract.LabSupport: seed a lab MLflow, prepare an empty one
-
-    def discover(self, source: Mapping[str, Any]) -> Inventory:
-        return _backup.discover(source)
-
-    def backup(self, source: Mapping[str, Any], ctx: BackupContext) -> Mapping[str, Any]:
-        return _backup.backup(source, ctx)
-
-    def restore(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
-        return _restore.run_restore(ctx, target, options)
-
-    def verify(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
-        return _verify.run_verify(ctx, target, options)
-
-    def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
-        """The target MLflow and object store (contacted), the new version sources and run links (carried)."""
-        settings = Target.from_mapping(target)
-        document = _restore.load(ctx)
-        deps = [
-            Dependency("endpoint", settings.url, "MLflow server the registry is restored into", "target url"),
-            Dependency(
-                "endpoint",
-                settings.s3.client().meta.endpoint_url,
-                "object store the version files are written to",
-                "target s3_endpoint (else MLFLOW_S3_ENDPOINT_URL / AWS_ENDPOINT_URL)",
-            ),
-            Dependency(
-                "credential",
-                settings.s3.credentials_file or f"boto3 credential chain (profile {settings.s3.profile or 'default'})",
-                "write access to the target bucket",
-                "target s3_credentials_file / s3_profile",
-            ),
-            Dependency("reference", settings.artifacts, "restored model versions' sources point here", "target"),
-        ]
-        for model in document["models"]:
-            for mv in model["versions"]:
-                if mv["run_link"]:
-                    what = f"model {model['name']} version {mv['version']} run_link"
-                    deps.append(Dependency("reference", mv["run_link"], "link carried by a restored version", what))
-        return deps
+    lab = MlflowLab()
+    discover = staticmethod(_backup.discover)
+    backup = staticmethod(_backup.backup)
+    restore = staticmethod(_restore.run_restore)
+    verify = staticmethod(_verify.run_verify)
+    dependencies = staticmethod(_deps.dependencies)

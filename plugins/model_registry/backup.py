@@ -39,13 +39,15 @@ def selected_models(client: MlflowClient, source: Source) -> list[Obj]:
     return sorted(models, key=lambda m: m["name"])
 
 
-def discover(settings: Mapping[str, Any]) -> Inventory:
-    source = Source.from_mapping(settings)
-    client = MlflowClient(source.url)
+def discover(source: Mapping[str, Any]) -> Inventory:
+    settings = Source.from_mapping(source)
+    client = MlflowClient(settings.url)
     require_server(client)
-    models = selected_models(client, source)
+    models = selected_models(client, settings)
     versions = sum(len(client.versions(m["name"])) for m in models)
-    return Inventory(counts={"registered_models": len(models), "model_versions": versions}, details={"url": source.url})
+    return Inventory(
+        counts={"registered_models": len(models), "model_versions": versions}, details={"url": settings.url}
+    )
 
 
 def _tar_location(ctx: BackupContext, name: str, location: Location) -> list[dict[str, Any]]:
@@ -92,16 +94,16 @@ def _run(client: MlflowClient, run_id: str, experiments: dict[str, str]) -> Obj 
     }
 
 
-def backup(settings: Mapping[str, Any], ctx: BackupContext) -> dict[str, Any]:
-    source = Source.from_mapping(settings)
-    client = MlflowClient(source.url)
+def backup(source: Mapping[str, Any], ctx: BackupContext) -> dict[str, Any]:
+    settings = Source.from_mapping(source)
+    client = MlflowClient(settings.url)
     require_server(client)
     models_out: list[Obj] = []
     runs: dict[str, Obj | None] = {}
     experiments: dict[str, str] = {}
     tarred: dict[str, tuple[str, list[dict[str, Any]]]] = {}  # resolved uri -> (artifact, files)
     skipped: list[str] = []
-    for model in selected_models(client, source):
+    for model in selected_models(client, settings):
         name = model["name"]
         versions_out: list[Obj] = []
         for mv in client.versions(name):
@@ -111,10 +113,10 @@ def backup(settings: Mapping[str, Any], ctx: BackupContext) -> dict[str, Any]:
             uri = client.get("model-versions/get-download-uri", name=name, version=mv["version"])["artifact_uri"]
             if uri not in tarred:
                 artifact = f"files/{len(tarred)}.tar"
-                tarred[uri] = (artifact, _tar_location(ctx, artifact, open_location(client, uri, source.s3)))
+                tarred[uri] = (artifact, _tar_location(ctx, artifact, open_location(client, uri, settings.s3)))
             artifact, files = tarred[uri]
             run_id = mv.get("run_id") or ""
-            if source.runs and run_id and run_id not in runs:
+            if settings.runs and run_id and run_id not in runs:
                 runs[run_id] = _run(client, run_id, experiments)
             versions_out.append(
                 {

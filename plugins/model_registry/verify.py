@@ -38,13 +38,13 @@ def _file_sha(location: S3Location, path: str) -> str:
     return stream.hexdigest()
 
 
-def run_verify(ctx: RestoreContext, target_settings: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
+def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
     if dry_run(options):
         return [Check("model-registry: dry run", True, "the restore was a dry run: nothing to verify")]
-    target = Target.from_mapping(target_settings)
+    settings = Target.from_mapping(target)
     document = load(ctx)
-    client = MlflowClient(target.url)
-    dest = destinations(document, target)
+    client = MlflowClient(settings.url)
+    dest = destinations(document, settings)
     files = {mv["artifact"]: mv["files"] for m in document["models"] for mv in m["versions"]}
     model_problems: list[str] = []
     version_problems: list[str] = []
@@ -98,7 +98,7 @@ def run_verify(ctx: RestoreContext, target_settings: Mapping[str, Any], options:
         _check("versions", version_problems, f"{found_versions} version(s): source, stage, description, tags"),
         _check("aliases", alias_problems, f"{sum(len(m['aliases']) for m in document['models'])} alias(es)"),
     ]
-    checks += _artifacts(target, dest, files)
+    checks += _artifacts(settings, dest, files)
     return checks
 
 

@@ -12,54 +12,25 @@ docs/vault.md explains each.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from drtool.plugin.contract import BackupContext, Check, Dependency, Inventory, RestoreContext, RestoreResult
+from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
+from . import deps as _deps
 from . import restore as _restore
 from . import verify as _verify
-from .client import Connection
 from .lab import VaultLab
 
 __all__ = ["VaultPlugin"]
 
 
-class VaultPlugin:
+class VaultPlugin(BasePlugin):
     """Implements ``drtool.plugin.contract.Plugin`` (and ``LabSupport`` as ``lab``) for OpenBao and Vault."""
 
     name = "vault"
     description = "OpenBao/Vault: raft snapshot + KV v2 export, unseal keys escrowed in the store"
     lab = VaultLab()
-
-    def discover(self, source: Mapping[str, Any]) -> Inventory:
-        return _backup.discover(source)
-
-    def backup(self, source: Mapping[str, Any], ctx: BackupContext) -> Mapping[str, Any]:
-        return _backup.backup(source, ctx)
-
-    def restore(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
-        return _restore.run_restore(ctx, target, options)
-
-    def verify(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
-        return _verify.run_verify(ctx, target, options)
-
-    def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
-        """The target Vault, and the keys that open the snapshot: held in drtool's store, not the source."""
-        conn = Connection.from_mapping(target)
-        deps = [Dependency("endpoint", conn.address, "Vault the restore writes into", "target.address")]
-        escrow = (ctx.plugin_meta or {}).get("escrow")
-        if escrow:
-            deps.append(
-                Dependency(
-                    "credential",
-                    f"drtool store (backup {ctx.backup_id}, escrow.json)",
-                    "unseal keys of the source cluster",
-                    f"escrowed at backup time from {escrow['held_in']}",
-                )
-            )
-        if not escrow or not escrow.get("root_token"):
-            where = f"file {conn.token_file}" if conn.token_file else f"environment variable {conn.token_env}"
-            deps.append(Dependency("credential", where, "token to write into or verify the target Vault"))
-        return deps
+    discover = staticmethod(_backup.discover)
+    backup = staticmethod(_backup.backup)
+    restore = staticmethod(_restore.run_restore)
+    verify = staticmethod(_verify.run_verify)
+    dependencies = staticmethod(_deps.dependencies)

@@ -61,6 +61,22 @@ class Tally:
     def total(self, outcome: str) -> int:
         return sum(c.get(outcome, 0) for c in self.by_type.values())
 
+    def objects(self) -> int:
+        return sum(sum(c.values()) for c in self.by_type.values())
+
+    def changed(self) -> bool:
+        return bool(self.total("created") or self.total("changed"))
+
+    def would(self) -> dict[str, list[str]]:
+        """A dry run's details: the first names that would be created and changed."""
+        return {"would_create": self.names.get("create", []), "would_change": self.names.get("change", [])}
+
+    def dry_run_summary(self, server: str, note: str = "") -> str:
+        return (
+            f"dry run against {server}: {self.total('create')} would be created, "
+            f"{self.total('change')} changed, {self.total('unchanged')} left alone{note}"
+        )
+
 
 class _Restore:
     def __init__(self, ctx: RestoreContext, client: KubeClient, opts: RestoreOptions) -> None:
@@ -209,18 +225,13 @@ def _result(run: _Restore, seconds: float) -> RestoreResult:
         "seconds": round(seconds, 3),
     }
     if run.opts.dry_run:
-        details |= {"would_create": t.names.get("create", []), "would_change": t.names.get("change", [])}
+        details |= t.would()
         details["would_fail"] = t.failed  # rejected by the server's own validation and admission
         rejected = f", {len(t.failed)} REJECTED (see would_fail)" if t.failed else ""
-        summary = (
-            f"dry run against {run.client.server}: {t.total('create')} would be created, "
-            f"{t.total('change')} changed, {t.total('unchanged')} left alone{rejected}"
-        )
-        return RestoreResult(changed=False, summary=summary, details=details)
+        return RestoreResult(changed=False, summary=t.dry_run_summary(run.client.server, rejected), details=details)
     details["changed_objects"] = t.names.get("changed", [])
-    n = sum(sum(c.values()) for c in t.by_type.values())
     summary = (
-        f"{n} objects into {run.client.server} in {seconds:.1f}s: {t.total('created')} created, "
+        f"{t.objects()} objects into {run.client.server} in {seconds:.1f}s: {t.total('created')} created, "
         f"{t.total('changed')} changed, {t.total('unchanged')} unchanged, {t.total('skipped')} skipped (existing)"
     )
-    return RestoreResult(changed=bool(t.total("created") or t.total("changed")), summary=summary, details=details)
+    return RestoreResult(changed=t.changed(), summary=summary, details=details)
