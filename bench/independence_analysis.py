@@ -59,7 +59,7 @@ def measure(objects: int, runs: int, work: Path) -> dict[str, Any]:
     analysis, reporting, findings = [], [], 0
     for i in range(runs):
         start = time.perf_counter()
-        report = analyze(plan, repo, manifest.id, targets)
+        report = analyze(plan, repo, manifest, targets)
         analysis.append(time.perf_counter() - start)
         data = {"kind": "independence", "plan": {"name": "bench"}, "backup": {"id": manifest.id}}
         data["independence"] = report.to_dict()

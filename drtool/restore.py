@@ -1,4 +1,8 @@
-"""Restoring one plugin's artifacts of a backup into a target, then verifying the target."""
+"""Restoring one plugin's artifacts of a backup into a target, then verifying the target.
+
+The backup comes as its ``Manifest``, resolved and decrypted once by the caller (`drtool restore`, a plan's
+executor, the independence analysis) and passed by value from there.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,9 @@ from typing import Any
 from drtool.errors import NotFound, SourceError
 from drtool.plugin.contract import Check, Dependency, Plugin, RestoreResult
 from drtool.progress import Progress
+from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
+from drtool.repo.restore_context import PluginRestoreContext
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +34,10 @@ class RestoreOutcome:
 
 
 def restore_dependencies(
-    repo: Repository, plugin: Plugin, backup_ref: str, target: Mapping[str, Any]
+    repo: Repository, plugin: Plugin, manifest: Manifest, target: Mapping[str, Any]
 ) -> list[Dependency]:
     """Everything a restore needs: the store and the key slot that opened it, then the plugin's own."""
-    ctx = repo.restore_context(backup_ref, plugin.name)
+    ctx = PluginRestoreContext(repo, manifest, plugin.name)
     backend = repo.backend
     core = [
         Dependency(
@@ -56,7 +62,7 @@ def restore_dependencies(
 
 def run_restore(
     repo: Repository,
-    backup_ref: str,
+    manifest: Manifest,
     plugin: Plugin,
     target: Mapping[str, Any],
     *,
@@ -64,7 +70,7 @@ def run_restore(
     verify: bool = True,
     progress: Progress | None = None,
 ) -> RestoreOutcome:
-    ctx = repo.restore_context(backup_ref, plugin.name, progress=progress)
+    ctx = PluginRestoreContext(repo, manifest, plugin.name, progress=progress)
     if not ctx.artifacts:
         outcome = ctx.outcome
         if outcome is not None and outcome.status == "failed":

@@ -15,7 +15,8 @@ from drtool.errors import DrtoolError
 from drtool.plans.dag import downstream, waves
 from drtool.plans.loader import LoadedPlan
 from drtool.plans.schema import Plan, Step, format_duration
-from drtool.plans.source import resolve_backup
+from drtool.plans.source import find_backup
+from drtool.plans.steps import why_not_run
 from drtool.plugin.manager import load_plugins
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
@@ -24,7 +25,7 @@ from drtool.repo.repository import Repository
 def render_runbook(loaded: LoadedPlan, repo: Repository, settings: Settings | None = None) -> str:
     plan = loaded.require()
     try:
-        manifest: Manifest | None = repo.get_manifest(resolve_backup(repo, plan.source))
+        manifest: Manifest | None = find_backup(repo, plan.source)
     except DrtoolError:
         manifest = None
     lines: list[str] = [f"# Runbook: {plan.name}", ""]
@@ -121,10 +122,10 @@ def _step(number: int, plan: Plan, step: Step, manifest: Manifest | None, instal
     blocked = sorted(downstream(plan.steps, step.id))
     if blocked:
         out.append(f"   - If it fails, these wait for it: {', '.join(blocked)}; the other steps go on.")
-    if manifest is not None and not manifest.artifacts_of(step.uses):
-        out.append("   - Not in today's backup: " + ("skipped." if step.optional else "**the run will fail here.**"))
-    elif step.uses not in installed:
-        out.append(f"   - Plugin `{step.uses}` is not installed here" + (": skipped." if step.optional else "."))
+    why = why_not_run(step, manifest, installed)
+    if why is not None:
+        outcome = "skipped." if step.optional else "**the run will fail here.**"
+        out.append(f"   - Will not run today ({why}): {outcome}")
     limit = f"timeout {format_duration(step.timeout)}" if step.timeout else "no timeout"
     out.append(f"   - Limits: {limit}, {step.retries} automatic retr{'y' if step.retries == 1 else 'ies'}.")
     out.append(

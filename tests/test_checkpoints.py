@@ -197,7 +197,7 @@ def test_restore_into_another_bucket_and_load_tensors(
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(loc_mod.S3Location, "put", recording_put)
-        outcome = run_restore(repo, manifest.id, PLUGIN, target)
+        outcome = run_restore(repo, manifest, PLUGIN, target)
     assert outcome.result.changed and outcome.verified, outcome.checks
     st_order = [k for k in order if k.startswith("run/checkpoint-1000/")]
     assert st_order[-1] == "run/checkpoint-1000/model.safetensors.index.json", "the index is written last"
@@ -216,14 +216,14 @@ def test_restore_into_another_bucket_and_load_tensors(
         back = np.frombuffer(raw[start : start + length], dtype=np.float32).reshape(tensors[fqn].shape)
         assert np.array_equal(back, tensors[fqn])
 
-    again = run_restore(repo, manifest.id, PLUGIN, target)
+    again = run_restore(repo, manifest, PLUGIN, target)
     assert not again.result.changed and again.verified
     s3(minio).put_object(Bucket=target_bucket, Key="resume/run/step-7/__0_0.distcp", Body=b"tampered")
     checks = PLUGIN.verify(repo.restore_context(manifest.id, "checkpoints"), target, {})
     assert not all(c.ok for c in checks)
     with pytest.raises(UsageError, match="differ from the backup"):
-        run_restore(repo, manifest.id, PLUGIN, target)
-    fixed = run_restore(repo, manifest.id, PLUGIN, target, options={"overwrite": "true"})
+        run_restore(repo, manifest, PLUGIN, target)
+    fixed = run_restore(repo, manifest, PLUGIN, target, options={"overwrite": "true"})
     assert fixed.result.changed and fixed.verified
 
 
@@ -307,10 +307,10 @@ def test_directory_source_and_target(repo: Repository, tmp_path: Path) -> None:
     assert meta["checkpoints"][0]["milestone"] is True
     assert meta["checkpoints"][0]["commit"][-1] == "hf/checkpoint-50/trainer_state.json"
     dest = tmp_path / "restored"
-    outcome = run_restore(repo, manifest.id, PLUGIN, {"path": str(dest)})
+    outcome = run_restore(repo, manifest, PLUGIN, {"path": str(dest)})
     assert outcome.verified and (dest / "hf/checkpoint-50/trainer_state.json").read_bytes() == b'{"global_step": 50}'
     assert not list(dest.rglob(".drtool-partial-*"))
-    assert not run_restore(repo, manifest.id, PLUGIN, {"path": str(dest)}).result.changed
+    assert not run_restore(repo, manifest, PLUGIN, {"path": str(dest)}).result.changed
 
 
 def test_source_minio_stopping_mid_transfer(repo: Repository, lab_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -108,7 +108,7 @@ def test_round_trip_keeps_certificates_without_reissue(
     assert meta["kube_dns_ip"] == VALUES["kube_dns_ip"]
 
     install_cert_manager(dns_target)
-    out = run_restore(repo, manifest.id, plugin, dns_target.settings, options={"externaldns": "hold", "rto": "4h"})
+    out = run_restore(repo, manifest, plugin, dns_target.settings, options={"externaldns": "hold", "rto": "4h"})
     assert out.verified, [c for c in out.checks if not c.ok]
     assert out.result.changed
     # Secrets byte for byte, with cert-manager's annotations; no CertificateRequest anywhere
@@ -144,10 +144,10 @@ def test_round_trip_keeps_certificates_without_reissue(
     assert "--policy=upsert-only" in dep.spec.template.spec.containers[0].args
     assert f"--txt-owner-id={VALUES['owner_id']}" in dep.spec.template.spec.containers[0].args
 
-    again = run_restore(repo, manifest.id, plugin, dns_target.settings, options={"externaldns": "hold", "rto": "4h"})
+    again = run_restore(repo, manifest, plugin, dns_target.settings, options={"externaldns": "hold", "rto": "4h"})
     assert again.verified and not again.result.changed, again.result.summary
 
-    released = run_restore(repo, manifest.id, plugin, dns_target.settings, options={"externaldns": "release"})
+    released = run_restore(repo, manifest, plugin, dns_target.settings, options={"externaldns": "release"})
     assert released.verified and released.result.changed
     with dns_target.api_client() as api:
         dep = k8s.AppsV1Api(api).read_namespaced_deployment("external-dns", "external-dns")
@@ -164,7 +164,7 @@ def test_round_trip_keeps_certificates_without_reissue(
         f"api.{ZONE}. CNAME asr-gw.lb.{ZONE}",
         f"grpc.{ZONE}. A 203.0.113.10",
     }, "www, mail and docs point elsewhere: not listed"
-    refs = [d for d in restore_dependencies(repo, plugin, manifest.id, dns_target.settings) if d.kind == "reference"]
+    refs = [d for d in restore_dependencies(repo, plugin, manifest, dns_target.settings) if d.kind == "reference"]
     assert {d.address for d in refs} >= {"203.0.113.10", "203.0.113.20", f"asr-gw.lb.{ZONE}"}
     assert meta["failure_domain"]["loadbalancer_addresses"] == ["203.0.113.10", f"asr-gw.lb.{ZONE}"]
 
@@ -190,12 +190,12 @@ def test_zone_file_restore_is_served_by_bind9(repo: Repository, dns_source: DnsL
     source = {**dns_source.settings, "kubernetes": False}
     manifest = backup(repo, source)
     target = {"kubernetes": False, "zone_dir": str(bind9.zone_dir)}
-    out = run_restore(repo, manifest.id, plugin, target)
+    out = run_restore(repo, manifest, plugin, target)
     assert out.verified and out.result.changed
     bind9.start()  # serves the restored file as its zone
     assert soa_serial(bind9) == SERIAL
     assert axfr(bind9, bind9.key_file) == axfr(dns_source.bind, dns_source.settings["tsig_key_file"])
-    assert not run_restore(repo, manifest.id, plugin, target).result.changed
+    assert not run_restore(repo, manifest, plugin, target).result.changed
 
 
 def test_update_refuses_a_target_serial_ahead(repo: Repository, dns_source: DnsLab, bind9: Bind9Server) -> None:
@@ -209,7 +209,7 @@ def test_update_refuses_a_target_serial_ahead(repo: Repository, dns_source: DnsL
     manifest = backup(repo, {**dns_source.settings, "kubernetes": False})
     target = {"kubernetes": False, "dns_server": bind9.address, "tsig_key_file": str(bind9.key_file)}
     with pytest.raises(UsageError, match="ahead of the backup"):
-        run_restore(repo, manifest.id, plugin, target)
+        run_restore(repo, manifest, plugin, target)
     assert axfr(bind9, bind9.key_file) == before, "nothing was written"
 
 

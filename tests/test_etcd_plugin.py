@@ -232,10 +232,10 @@ def test_verify_notices_a_target_that_differs(
 def test_dependencies_name_the_store_the_new_member_and_nothing_of_the_old_cluster(
     etcd_source: EtcdServer, repo: Repository, tmp_path: Path
 ) -> None:
-    backup_id = backup(repo, settings_of(etcd_source)).id
-    ctx = repo.restore_context(backup_id, "etcd")
+    manifest = backup(repo, settings_of(etcd_source))
+    ctx = repo.restore_context(manifest.id, "etcd")
     target = {"data_dir": str(tmp_path / "d"), "peer_url": "http://10.1.2.3:2380", "client_url": "http://10.1.2.3:2379"}
-    deps = restore_dependencies(repo, plugin, backup_id, target)
+    deps = restore_dependencies(repo, plugin, manifest, target)
     addresses = {(d.kind, d.address) for d in deps}
     assert ("reference", "http://10.1.2.3:2380") in addresses
     assert ("endpoint", "http://10.1.2.3:2379") in addresses

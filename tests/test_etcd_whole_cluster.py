@@ -82,7 +82,7 @@ def rebuilt(kube_source: KubeLab, tmp_path_factory: pytest.TempPathFactory) -> I
         assert session.run_plugin(plugin, settings_of(kube_source.etcd)).status == "ok"
         manifest = session.commit()
     target = {"data_dir": str(work / "etcd-data"), "name": "rebuilt-0", "start": True, "lab_dir": str(work / "lab")}
-    outcome = run_restore(repo, manifest.id, plugin, target)
+    outcome = run_restore(repo, manifest, plugin, target)
     etcd = EtcdServer.from_state(dict(outcome.result.details["server"]))
     assert isinstance(etcd, EtcdServer)
     lab = Lab("kube-rebuilt", root=work / "labs")

@@ -64,25 +64,25 @@ def test_backup_then_push_into_a_new_remote(
 
     assert isinstance(plugin.lab, LabSupport)
     target = git_target  # an empty repository on another lab's git daemon
-    deps = restore_dependencies(repo, plugin, manifest.id, target)
+    deps = restore_dependencies(repo, plugin, manifest, target)
     assert any(d.kind == "endpoint" and d.address == target["url"] for d in deps)
-    dry = run_restore(repo, manifest.id, plugin, target, options={"dry_run": True})
+    dry = run_restore(repo, manifest, plugin, target, options={"dry_run": True})
     assert dry.result.details["repos"] == {"platform-config": "would push 4 refs"} and refs(target["url"]) == {}
-    outcome = run_restore(repo, manifest.id, plugin, target)
+    outcome = run_restore(repo, manifest, plugin, target)
     assert outcome.result.changed and outcome.verified, outcome.checks
     restored = refs(target["url"])
     assert restored == portable(source_refs)  # annotated tag objects included, same ids
     assert not any(n.startswith(("refs/pull/", "refs/keep-around/")) for n in restored)
     assert f"refs/heads/{DELETED_BRANCH}" not in restored
 
-    again = run_restore(repo, manifest.id, plugin, target)
+    again = run_restore(repo, manifest, plugin, target)
     assert again.result.changed is False and again.verified
 
 
 def test_restore_as_a_bare_repository(repo: Repository, git_source: dict[str, Any], tmp_path: Path) -> None:
     manifest = backup(repo, git_source)
     path = tmp_path / "srv" / "platform-config.git"
-    outcome = run_restore(repo, manifest.id, plugin, {"path": str(path)})
+    outcome = run_restore(repo, manifest, plugin, {"path": str(path)})
     assert outcome.result.changed and outcome.verified, outcome.checks
     assert refs(str(path)) == portable(refs(git_source["repos"][0]))
     head = subprocess.run(["git", "-C", str(path), "symbolic-ref", "HEAD"], capture_output=True, text=True, check=True)
@@ -94,12 +94,12 @@ def test_restore_as_a_bare_repository(repo: Repository, git_source: dict[str, An
         assert (Path(clone) / "clusters/prod/quota-0.yaml").exists()
         assert not (Path(clone) / "clusters/prod/old-quota.yaml").exists()
 
-    assert run_restore(repo, manifest.id, plugin, {"path": str(path)}).result.changed is False
+    assert run_restore(repo, manifest, plugin, {"path": str(path)}).result.changed is False
     other = tmp_path / "other.git"
     subprocess.run(["git", "init", "-q", "--bare", str(other)], check=True)
     subprocess.run(["git", "-C", str(other), "fetch", "-q", str(path), "main:refs/heads/unrelated"], check=True)
     with pytest.raises(UsageError, match="already holds a different git repository"):
-        run_restore(repo, manifest.id, plugin, {"path": str(other)})
+        run_restore(repo, manifest, plugin, {"path": str(other)})
 
 
 def test_cli_round_trip(cli: Cli, tmp_path: Path, git_source: dict[str, Any]) -> None:
@@ -141,7 +141,7 @@ def test_lfs_objects_round_trip(repo: Repository, tmp_path: Path) -> None:
 
     remote = tmp_path / "new-remote.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
-    outcome = run_restore(repo, manifest.id, plugin, {"url": f"file://{remote}"})
+    outcome = run_restore(repo, manifest, plugin, {"url": f"file://{remote}"})
     assert outcome.verified, outcome.checks
     assert "LFS objects" in " ".join(c.name for c in outcome.checks)
     clone = tmp_path / "clone"
@@ -149,7 +149,7 @@ def test_lfs_objects_round_trip(repo: Repository, tmp_path: Path) -> None:
     subprocess.run(["git", *smudge, "clone", "-q", f"file://{remote}", str(clone)], check=True, capture_output=True)
     assert (clone / "model.safetensors").read_bytes() == content  # smudged from the restored LFS objects
 
-    bare = run_restore(repo, manifest.id, plugin, {"path": str(tmp_path / "bare.git")})
+    bare = run_restore(repo, manifest, plugin, {"path": str(tmp_path / "bare.git")})
     assert bare.verified, bare.checks
     skipped = backup(repo, {"url": url, "lfs": "skip"}).plugins["git"].meta["repos"]["lfs-origin"]["lfs"]
     assert skipped["used"] and skipped["objects"] is None

@@ -105,11 +105,11 @@ def test_round_trip_releases_and_charts(
     assert [c.rsplit("/", 1)[1] for c in charts] == ["webapp-0.1.0.tgz", "webapp-0.2.0.tgz"]
 
     target = {"kubeconfig": kube_target.kubeconfig, "registry": registry_target.host}
-    dry = run_restore(repo, manifest.id, plugin, target, options={"dry_run": True})
+    dry = run_restore(repo, manifest, plugin, target, options={"dry_run": True})
     assert not dry.result.changed and dry.result.details["written"] == 4 and dry.result.details["charts_changed"] == 3
     assert helm_json(kube_target, "list", "-A") == []  # nothing written
 
-    outcome = run_restore(repo, manifest.id, plugin, target)
+    outcome = run_restore(repo, manifest, plugin, target)
     assert outcome.verified, outcome.checks
     assert outcome.result.changed
 
@@ -142,7 +142,7 @@ def test_round_trip_releases_and_charts(
         oci = f"oci://{registry_target.host}/{ref}"
         shown = helm(kube_target, "show", "chart", oci, "--version", version, "--plain-http")
         assert f"version: {version}" in shown, shown
-    again = run_restore(repo, manifest.id, plugin, target)
+    again = run_restore(repo, manifest, plugin, target)
     assert again.verified and not again.result.changed, again.result.summary
 
 
@@ -152,7 +152,7 @@ def test_releases_need_a_cluster_and_nothing_is_half_written(
     source = {"kubeconfig": helm_source["source"]["kubeconfig"]}
     manifest = backup(repo, source)
     with pytest.raises(SourceError, match="names no cluster"):
-        run_restore(repo, manifest.id, plugin, {"registry": registry_target.host})
+        run_restore(repo, manifest, plugin, {"registry": registry_target.host})
 
 
 def test_bad_repository_fails_the_backup(repo: Repository) -> None:

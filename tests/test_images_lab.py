@@ -30,7 +30,7 @@ def test_seed_backup_restore_into_lab_target(repo: Repository, lab_root: Path) -
         assert manifest.plugins["helm"].meta["revisions"] == 4
         target = lab_target(plugins, root=lab_root, name="imgs-lab-dst")
         for plugin in plugins:
-            outcome = run_restore(repo, manifest.id, plugin, target.overrides[plugin.name])
+            outcome = run_restore(repo, manifest, plugin, target.overrides[plugin.name])
             assert outcome.verified, (plugin.name, [c for c in outcome.checks if not c.ok])
     finally:
         if target is not None:

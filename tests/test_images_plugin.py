@@ -68,7 +68,7 @@ def test_round_trip_every_platform_artifact_and_referrer(
     base = get_manifest(src.host, "ai/trainer", trainer_index["manifests"][0]["digest"])[0]["layers"][0]["digest"]
     assert names.count("blobs/" + base.replace(":", "/")) == 1
 
-    outcome = run_restore(repo, manifest.id, plugin, {"registry": dst.host})
+    outcome = run_restore(repo, manifest, plugin, {"registry": dst.host})
     assert outcome.verified, outcome.checks
     assert outcome.result.changed
     # the base layer and the empty config are in several repositories: pushed once, then mounted
@@ -100,7 +100,7 @@ def test_round_trip_every_platform_artifact_and_referrer(
         get_blob(dst.host, "ai/models/llm", model["layers"][0]["digest"]) == hashlib.sha256(b"weights").digest() * 512
     )
 
-    again = run_restore(repo, manifest.id, plugin, {"registry": dst.host})
+    again = run_restore(repo, manifest, plugin, {"registry": dst.host})
     assert again.verified and not again.result.changed, again.result.summary
 
 
@@ -109,7 +109,7 @@ def test_verify_fails_when_target_lost_a_manifest(
 ) -> None:
     src, dst = registry_source, registry_target
     manifest = backup(repo, {"images": [src.ref("model")]})
-    assert run_restore(repo, manifest.id, plugin, {"registry": dst.host}).verified
+    assert run_restore(repo, manifest, plugin, {"registry": dst.host}).verified
     digest = src.pushed["model"].digest
     resp = requests.delete(f"http://{dst.host}/v2/ai/models/llm/manifests/{digest}", timeout=10)
     assert resp.status_code == 202
@@ -124,9 +124,9 @@ def test_registry_map_and_unmapped_host(
     src, dst = registry_source, registry_target
     manifest = backup(repo, {"images": [src.ref("app0")]})
     with pytest.raises(UsageError, match="no target registry"):
-        run_restore(repo, manifest.id, plugin, {"registry_map": "elsewhere.example=x.example"})
+        run_restore(repo, manifest, plugin, {"registry_map": "elsewhere.example=x.example"})
     assert requests.get(f"http://{dst.host}/v2/_catalog", timeout=10).json()["repositories"] == []
-    outcome = run_restore(repo, manifest.id, plugin, {"registry_map": f"{src.host}={dst.host}"})
+    outcome = run_restore(repo, manifest, plugin, {"registry_map": f"{src.host}={dst.host}"})
     assert outcome.verified
     deps = plugin.dependencies(repo.restore_context(manifest.id, "images"), {"registry_map": f"{src.host}={dst.host}"})
     assert [d.address for d in deps] == [dst.host]
@@ -144,11 +144,11 @@ def test_registry_with_authentication(
     try:
         manifest = backup(repo, {"images": [registry_source.ref("model")]})
         with pytest.raises(SourceError, match="401") as refused:
-            run_restore(repo, manifest.id, plugin, {"registry": dst.host})
+            run_restore(repo, manifest, plugin, {"registry": dst.host})
         assert dst.server.password not in str(refused.value)
         monkeypatch.setenv("LAB_REGISTRY_PASSWORD", dst.server.password)
         target = {"registry": dst.host, "credentials": f"{dst.host}={dst.server.username}:LAB_REGISTRY_PASSWORD"}
-        outcome = run_restore(repo, manifest.id, plugin, target)
+        outcome = run_restore(repo, manifest, plugin, target)
         assert outcome.verified, outcome.checks
         anonymous = requests.get(f"http://{dst.host}/v2/ai/models/llm/manifests/v3", timeout=10)
         assert anonymous.status_code == 401
@@ -161,7 +161,7 @@ def test_registry_with_authentication(
         assert "sha256:" + hashlib.sha256(authed.content).hexdigest() == registry_source.pushed["model"].digest
         monkeypatch.delenv("LAB_REGISTRY_PASSWORD")
         with pytest.raises(UsageError, match=r"\$LAB_REGISTRY_PASSWORD is not set"):
-            run_restore(repo, manifest.id, plugin, target)
+            run_restore(repo, manifest, plugin, target)
     finally:
         dst.lab.down()
 
@@ -180,7 +180,7 @@ def test_damaged_backup_leaves_no_image_visible(
     damaged[len(damaged) // 2] ^= 0x01
     repo.backend.put(name, bytes(damaged))
     with pytest.raises(IntegrityError):
-        run_restore(repo, manifest.id, plugin, {"registry": dst.host})
+        run_restore(repo, manifest, plugin, {"registry": dst.host})
     for key in ("app0", "trainer", "model"):
         p = src.pushed[key]
         resp = requests.get(f"http://{dst.host}/v2/{p.repository}/manifests/{p.tag}", timeout=10)

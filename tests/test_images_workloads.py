@@ -73,14 +73,14 @@ def test_workload_images_copied_and_workloads_repointed(
     meta = manifest.plugins["images"].meta
     assert meta["images"] == 2 and list(meta["skipped"]) == ["nginx:1.27"]
 
-    images = run_restore(repo, manifest.id, ImagesPlugin(), {"registry_map": f"{src.host}={dst.host}"})
+    images = run_restore(repo, manifest, ImagesPlugin(), {"registry_map": f"{src.host}={dst.host}"})
     assert images.verified, images.checks
 
     second = start_kube_lab(lab_root, "images-wl-dst")
     try:
         target = {"kubeconfig": second.kubeconfig}
         options = {"image_registry_map": f"{src.host}={dst.host}"}
-        outcome = run_restore(repo, manifest.id, KubernetesPlugin(), target, options=options)
+        outcome = run_restore(repo, manifest, KubernetesPlugin(), target, options=options)
         assert outcome.verified, [c for c in outcome.checks if not c.ok]
         with second.api_client() as api:
             deployment = k8s.AppsV1Api(api).read_namespaced_deployment("trainer", "ml")
@@ -91,7 +91,7 @@ def test_workload_images_copied_and_workloads_repointed(
         )
         assert cron.spec.job_template.spec.template.spec.containers[0].image == f"{dst.host}/platform/app0:v1"
         assert pod.spec.containers[0].image == "nginx:1.27"  # not mapped: left alone
-        again = run_restore(repo, manifest.id, KubernetesPlugin(), target, options=options)
+        again = run_restore(repo, manifest, KubernetesPlugin(), target, options=options)
         assert again.verified and not again.result.changed
     finally:
         second.lab.down()

@@ -217,7 +217,7 @@ WAIVERS = [
 @pytest.fixture(scope="module")
 def report(backed: Backed) -> IndependenceReport:
     targets = {"cluster": {"kubeconfig": str(backed.target_kubeconfig)}}
-    return analyze(make_plan(WAIVERS), backed.repo, backed.manifest.id, targets, resolve=False)
+    return analyze(make_plan(WAIVERS), backed.repo, backed.manifest, targets, resolve=False)
 
 
 def finding(report: IndependenceReport, address: str) -> Any:
@@ -380,17 +380,17 @@ def test_verdict_fails_only_on_needed_inside_findings(report: IndependenceReport
     json.dumps(data)  # the report is plain data
     everything = make_plan([{"match": "*", "reason": "lab: accepted for the test"}])
     targets = {"cluster": {"kubeconfig": str(backed.target_kubeconfig)}}
-    waived = analyze(everything, backed.repo, backed.manifest.id, targets, resolve=False)
+    waived = analyze(everything, backed.repo, backed.manifest, targets, resolve=False)
     assert waived.verdict == "waived"  # never "pass"
     assert {f.status for f in waived.findings if f.needed} == {"waived", "independent"}
     # an expired waiver for everything changes nothing
     expired = make_plan([{"match": "*", "reason": "lapsed", "expires": dt.date.today() - dt.timedelta(days=1)}])
-    assert analyze(expired, backed.repo, backed.manifest.id, targets, resolve=False).verdict == "fail"
+    assert analyze(expired, backed.repo, backed.manifest, targets, resolve=False).verdict == "fail"
 
 
 def test_restoring_into_the_failed_cluster_itself_is_caught(backed: Backed) -> None:
     targets = {"cluster": {"kubeconfig": backed.lab.kubeconfig}}
-    result = analyze(make_plan(), backed.repo, backed.manifest.id, targets, resolve=False)
+    result = analyze(make_plan(), backed.repo, backed.manifest, targets, resolve=False)
     target = next(f for f in result.findings if f.purpose.startswith("target Kubernetes API server"))
     assert target.status == "inside" and target.match is not None
     assert target.match.part == "kubernetes_api_endpoints" and "new cluster" in target.hint
@@ -481,7 +481,7 @@ def test_step_whose_plugin_is_not_in_the_backup_is_noted_not_judged(backed: Back
         }
     )
     targets = {"cluster": {"kubeconfig": str(backed.target_kubeconfig)}}
-    result = analyze(plan, backed.repo, backed.manifest.id, targets, resolve=False)
+    result = analyze(plan, backed.repo, backed.manifest, targets, resolve=False)
     steps = {s["id"]: s for s in result.to_dict()["steps"]}
     assert steps["cluster"]["analysed"] and not steps["members"]["analysed"]
     assert "not in backup" in steps["members"]["note"] and steps["members"]["needs"] == ["cluster"]

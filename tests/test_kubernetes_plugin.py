@@ -109,7 +109,7 @@ def full_backup(module_repo: Repository, kube_source: KubeLab) -> Manifest:
 
 @pytest.fixture(scope="module")
 def restored(module_repo: Repository, full_backup: Manifest, kube_target_module: KubeLab) -> tuple[KubeLab, Any]:
-    outcome = run_restore(module_repo, full_backup.id, plugin, settings(kube_target_module))
+    outcome = run_restore(module_repo, full_backup, plugin, settings(kube_target_module))
     return kube_target_module, outcome
 
 
@@ -364,7 +364,7 @@ def test_second_restore_changes_nothing(
 ) -> None:
     target, _ = restored
     before = snapshot(target, type_paths(full_backup))
-    outcome = run_restore(module_repo, full_backup.id, plugin, settings(target))
+    outcome = run_restore(module_repo, full_backup, plugin, settings(target))
     assert not outcome.result.changed, outcome.result.summary
     assert all(set(c) == {"unchanged"} for c in outcome.result.details["by_type"].values())
     assert snapshot(target, type_paths(full_backup)) == before  # no resourceVersion moved
@@ -389,14 +389,14 @@ def test_verify_shows_a_readable_diff(
         assert "-  mixed_precision: bf16" in bad.detail and "+  mixed_precision: fp32" in bad.detail
         assert "-  flash_attention: 'true'" in bad.detail
     finally:
-        run_restore(module_repo, full_backup.id, plugin, settings(target), verify=False)
+        run_restore(module_repo, full_backup, plugin, settings(target), verify=False)
     assert get(target, path)["data"]["mixed_precision"] == "bf16"
 
 
 def test_namespace_mapping(module_repo: Repository, full_backup: Manifest, restored: tuple[KubeLab, Any]) -> None:
     target, _ = restored
     options = {"namespace_map": "team-nlp=team-nlp-copy", "restore_status": False}
-    outcome = run_restore(module_repo, full_backup.id, plugin, settings(target), options=options)
+    outcome = run_restore(module_repo, full_backup, plugin, settings(target), options=options)
     assert not failed(outcome.checks), [c.detail for c in failed(outcome.checks)]
     ns = get(target, "/api/v1/namespaces/team-nlp-copy")
     assert ns["metadata"]["labels"]["kubernetes.io/metadata.name"] == "team-nlp-copy"
@@ -414,7 +414,7 @@ def test_namespace_mapping(module_repo: Repository, full_backup: Manifest, resto
 def test_dry_run_changes_nothing(module_repo: Repository, full_backup: Manifest, kube_target: KubeLab) -> None:
     paths = type_paths(full_backup)
     before = snapshot(kube_target, paths)
-    outcome = run_restore(module_repo, full_backup.id, plugin, settings(kube_target), options={"dry_run": True})
+    outcome = run_restore(module_repo, full_backup, plugin, settings(kube_target), options={"dry_run": True})
     assert snapshot(kube_target, paths) == before
     assert not outcome.result.changed and "dry run" in outcome.result.summary
     details = outcome.result.details
@@ -441,16 +441,16 @@ def test_existing_objects_policies(repo: Repository, kube_source: KubeLab, kube_
     with pytest.raises(
         UsageError, match=r"differ from the backup.*configmaps team-speech/feature-flags.*nothing was written"
     ):
-        run_restore(repo, manifest.id, plugin, settings(kube_target), options={"existing": "fail"})
+        run_restore(repo, manifest, plugin, settings(kube_target), options={"existing": "fail"})
     assert snapshot(kube_target, paths) == before
 
-    skipped = run_restore(repo, manifest.id, plugin, settings(kube_target), options={"existing": "skip"}, verify=False)
+    skipped = run_restore(repo, manifest, plugin, settings(kube_target), options={"existing": "skip"}, verify=False)
     assert skipped.result.details["by_type"]["configmaps"]["skipped"] == 1
     assert get(kube_target, f"{cm_path}/feature-flags")["data"] == {"owner": "someone else"}
     assert len(items(kube_target, "/api/v1/namespaces/team-speech/secrets")) > 0
 
     # update: server-side apply; the backup's fields win, a field only someone else set stays
-    updated = run_restore(repo, manifest.id, plugin, settings(kube_target), options={"existing": "update"})
+    updated = run_restore(repo, manifest, plugin, settings(kube_target), options={"existing": "update"})
     assert updated.result.details["by_type"]["configmaps"]["changed"] == 1
     flags = {"mixed_precision": "bf16", "flash_attention": "true"}
     assert get(kube_target, f"{cm_path}/feature-flags")["data"] == {**flags, "owner": "someone else"}
@@ -458,7 +458,7 @@ def test_existing_objects_policies(repo: Repository, kube_source: KubeLab, kube_
     assert bad.name == "kubernetes: configmaps" and "+  owner: someone else" in bad.detail
 
     # replace: the object becomes the backup's exactly
-    replaced = run_restore(repo, manifest.id, plugin, settings(kube_target), options={"existing": "replace"})
+    replaced = run_restore(repo, manifest, plugin, settings(kube_target), options={"existing": "replace"})
     assert replaced.result.details["by_type"]["configmaps"]["changed"] == 1
     assert get(kube_target, f"{cm_path}/feature-flags")["data"] == flags
     assert not failed(replaced.checks), [c.detail for c in failed(replaced.checks)]
@@ -467,7 +467,7 @@ def test_existing_objects_policies(repo: Repository, kube_source: KubeLab, kube_
 def test_dependencies_name_the_target_and_image_registries(
     module_repo: Repository, full_backup: Manifest, kube_target_module: KubeLab
 ) -> None:
-    deps = restore_dependencies(module_repo, plugin, full_backup.id, settings(kube_target_module))
+    deps = restore_dependencies(module_repo, plugin, full_backup, settings(kube_target_module))
     by_address = {(d.kind, d.address): d for d in deps}
     assert ("endpoint", kube_target_module.apiserver.url) in by_address
     registry = by_address[("reference", "registry.ml.example.com")]

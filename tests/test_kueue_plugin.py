@@ -128,7 +128,7 @@ def kueue_target(lab_root: Path) -> Iterator[KubeLab]:
 
 @pytest.fixture(scope="module")
 def restored(module_repo: Repository, seeded_backup: Manifest, kueue_target: KubeLab) -> RestoreOutcome:
-    return run_restore(module_repo, seeded_backup.id, plugin, settings(kueue_target), options=SEED_ALLOW)
+    return run_restore(module_repo, seeded_backup, plugin, settings(kueue_target), options=SEED_ALLOW)
 
 
 # --- pure parts -----------------------------------------------------------------------------------------
@@ -199,7 +199,7 @@ def test_restore_refuses_an_unresolved_reference_before_writing(
     kube = start_kube_lab(lab_root, "kueue-refuse")
     try:
         with pytest.raises(UsageError, match="worker1-secret; nothing was written") as err:
-            run_restore(module_repo, seeded_backup.id, plugin, settings(kube))
+            run_restore(module_repo, seeded_backup, plugin, settings(kube))
         assert "allow_missing=kubeconfig-secret" in (err.value.hint or "")
         crds = kube.dynamic().resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
         assert not [c for c in crds.get().items if c.spec.group == "kueue.x-k8s.io"]  # not even the CRDs
@@ -233,7 +233,7 @@ def test_second_restore_is_a_no_op(
 ) -> None:
     before = versions(kueue_target)
     started = time.monotonic()
-    again = run_restore(module_repo, seeded_backup.id, plugin, settings(kueue_target), options=SEED_ALLOW)
+    again = run_restore(module_repo, seeded_backup, plugin, settings(kueue_target), options=SEED_ALLOW)
     assert not again.result.changed, again.result.summary
     assert " 0 created, 0 changed" in again.result.summary and not failed(again)
     assert versions(kueue_target) == before
@@ -243,7 +243,7 @@ def test_second_restore_is_a_no_op(
 def test_dependencies_name_the_target_and_the_worker_credential(
     module_repo: Repository, seeded_backup: Manifest, kueue_target: KubeLab
 ) -> None:
-    deps = restore_dependencies(module_repo, plugin, seeded_backup.id, settings(kueue_target))
+    deps = restore_dependencies(module_repo, plugin, seeded_backup, settings(kueue_target))
     found = {(d.kind, d.address) for d in deps}
     assert ("endpoint", kueue_target.apiserver.url) in found
     assert ("credential", "Secret kueue-system/worker1-secret") in found
@@ -286,7 +286,7 @@ def test_restore_repairs_drift_and_verify_saw_it(
     ctx = module_repo.restore_context(seeded_backup.id, "kueue")
     quota = next(c for c in plugin.verify(ctx, settings(kueue_target), {}) if c.name == "kueue: quotas")
     assert not quota.ok and "ClusterQueue cq-nlp h100/nvidia.com/gpu: changed (nominalQuota 16 → 12)" in quota.detail
-    outcome = run_restore(module_repo, seeded_backup.id, plugin, settings(kueue_target), options=SEED_ALLOW)
+    outcome = run_restore(module_repo, seeded_backup, plugin, settings(kueue_target), options=SEED_ALLOW)
     assert outcome.result.changed and outcome.result.details["changed_objects"] == [
         "clusterqueues.kueue.x-k8s.io cq-nlp"
     ]
@@ -325,12 +325,12 @@ def test_multikueue_secret_travels_with_its_cluster(
     assert secrets.sensitive
     kube = start_kube_lab(lab_root, "kueue-mk")
     try:
-        outcome = run_restore(module_repo, with_secret.id, plugin, settings(kube))
+        outcome = run_restore(module_repo, with_secret, plugin, settings(kube))
         assert outcome.result.changed and not failed(outcome), failed(outcome)
         assert outcome.result.details["missing_references"] == []
         copied = k8s.CoreV1Api(kube.api_client()).read_namespaced_secret("worker1-secret", "kueue-system")
         assert WORKER in base64.b64decode(copied.data["kubeconfig"]).decode()
-        deps = restore_dependencies(module_repo, plugin, with_secret.id, settings(kube))
+        deps = restore_dependencies(module_repo, plugin, with_secret, settings(kube))
         assert ("reference", WORKER) in {(d.kind, d.address) for d in deps}
     finally:
         kube.lab.down()
@@ -349,18 +349,18 @@ def test_missing_flavor_is_reported_before_anything_is_written(
     set_gpu_quota(kueue_target, "cq-speech", 1)
     before = versions(kueue_target)
     with pytest.raises(UsageError) as err:
-        run_restore(module_repo, broken.id, plugin, settings(kueue_target), options=SEED_ALLOW)
+        run_restore(module_repo, broken, plugin, settings(kueue_target), options=SEED_ALLOW)
     message = err.value.message
     assert "ClusterQueue cq-speech spec.resourceGroups[1].flavors[0].name -> ResourceFlavor l4" in message
     assert "nothing was written" in message and "allow_missing=flavor" in (err.value.hint or "")
     assert "FlavorNotFound" in (err.value.hint or "")
     assert versions(kueue_target) == before
-    dry = run_restore(module_repo, broken.id, plugin, settings(kueue_target), options={**SEED_ALLOW, "dry_run": True})
+    dry = run_restore(module_repo, broken, plugin, settings(kueue_target), options={**SEED_ALLOW, "dry_run": True})
     assert "would FAIL: 1 missing reference(s)" in dry.result.summary
     assert dry.result.details["would_change"] == ["clusterqueues.kueue.x-k8s.io cq-speech"]
     assert versions(kueue_target) == before
     allowed = run_restore(
-        module_repo, broken.id, plugin, settings(kueue_target), options={"allow_missing": "flavor,kubeconfig-secret"}
+        module_repo, broken, plugin, settings(kueue_target), options={"allow_missing": "flavor,kubeconfig-secret"}
     )
     assert allowed.result.changed and not failed(allowed)
     refs = next(c for c in allowed.checks if c.name == "kueue: references")

@@ -64,7 +64,7 @@ def restored(
 ) -> Iterator[tuple[MlflowLab, RestoreOutcome]]:
     target = start_mlflow_lab(lab_root, "mlflow-roundtrip", seed=False)
     try:
-        outcome = run_restore(module_repo, seeded_backup.id, plugin, target.settings)
+        outcome = run_restore(module_repo, seeded_backup, plugin, target.settings)
         yield target, outcome
     finally:
         target.lab.down()
@@ -152,7 +152,7 @@ def test_second_restore_changes_nothing(
     module_repo: Repository, seeded_backup: Manifest, restored: tuple[MlflowLab, RestoreOutcome]
 ) -> None:
     target, _ = restored
-    again = run_restore(module_repo, seeded_backup.id, plugin, target.settings)
+    again = run_restore(module_repo, seeded_backup, plugin, target.settings)
     assert again.result.changed is False and again.verified, again.result.details["changes"]
     assert again.result.details["bytes_uploaded"] == 0
 
@@ -163,7 +163,7 @@ def test_conflicting_target_is_refused_before_anything_is_written(
     target, _ = restored
     elsewhere = target.settings | {"artifacts": f"s3://{target.server.bucket}/elsewhere"}
     with pytest.raises(UsageError, match="exists with another source"):
-        run_restore(module_repo, seeded_backup.id, plugin, elsewhere)
+        run_restore(module_repo, seeded_backup, plugin, elsewhere)
     listed = target.minio.client().list_objects_v2(Bucket=target.server.bucket, Prefix="elsewhere/")
     assert listed.get("KeyCount", 0) == 0
 
@@ -182,10 +182,10 @@ def test_verify_catches_a_tampered_file_and_a_restore_repairs_it(
     ctx = module_repo.restore_context(seeded_backup.id, plugin.name)
     checks = {c.name: c for c in plugin.verify(ctx, target.settings, {})}
     assert not checks["artifact checksums"].ok and key.split("/", 1)[1] in checks["artifact checksums"].detail
-    dry = run_restore(module_repo, seeded_backup.id, plugin, target.settings, options={"dry_run": True})
+    dry = run_restore(module_repo, seeded_backup, plugin, target.settings, options={"dry_run": True})
     assert dry.result.changed is False and dry.result.details["would_change"] == [f"file {key}"]
     assert s3.get_object(Bucket=target.server.bucket, Key=key)["Body"].read() == b'{"weights": [666]}'
-    repaired = run_restore(module_repo, seeded_backup.id, plugin, target.settings)
+    repaired = run_restore(module_repo, seeded_backup, plugin, target.settings)
     assert repaired.result.changed and repaired.verified
     body = s3.get_object(Bucket=target.server.bucket, Key=key)["Body"].read()
     assert hashlib.sha256(body).hexdigest() != hashlib.sha256(b'{"weights": [666]}').hexdigest()
@@ -195,7 +195,7 @@ def test_dependencies_name_the_target_mlflow_and_object_store(
     module_repo: Repository, seeded_backup: Manifest, restored: tuple[MlflowLab, RestoreOutcome]
 ) -> None:
     target, _ = restored
-    deps = restore_dependencies(module_repo, plugin, seeded_backup.id, target.settings)
+    deps = restore_dependencies(module_repo, plugin, seeded_backup, target.settings)
     addresses = {(d.kind, d.address) for d in deps}
     assert ("endpoint", target.server.url) in addresses
     assert ("endpoint", target.minio.api_url) in addresses

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 
+from drtool.catalog import Catalog
+from drtool.catalog.runs import RunLog
 from drtool.errors import UsageError
 from drtool.plans.dag import downstream, find_cycle, waves
 from drtool.plans.loader import load_plan, read_values
@@ -129,3 +132,24 @@ def test_cli_validate_and_show(cli: Cli, tmp_path: Path) -> None:
     assert "wave 3" in proc.stdout and "kueue-quotas (kueue) ← cluster-objects" in proc.stdout
     text = html.read_text()
     assert "<svg" in text and "cluster-objects" in text
+
+
+def test_a_catalog_from_before_done_in_is_upgraded(tmp_path: Path) -> None:
+    """Resume reads ``step_runs.done_in``; catalogs written before it existed gain it, filled from their rows."""
+    db = tmp_path / "catalog.db"
+    Catalog(str(db)).close()
+    with sqlite3.connect(db) as conn:  # the table as drtool 0.1 made it
+        conn.execute("ALTER TABLE step_runs DROP COLUMN done_in")
+        conn.execute(
+            "INSERT INTO restore_runs (id, kind, plan_name, plan_path, plan_sha256, values_path, store_id, "
+            "backup_id, started, finished, status, resumed_from) "
+            "VALUES ('run-b', 'restore', 'p', '/p.yaml', 'x', '', 's', 'b', 't', '', 'failed', 'run-a')"
+        )
+        rows = [("one", "ok", 0, "done in run run-a"), ("two", "ok", 1, "restored"), ("three", "failed", 2, "")]
+        conn.executemany(
+            "INSERT INTO step_runs (run_id, step_id, uses, status, attempts, started_s, finished_s, changed, "
+            "summary, error, log) VALUES ('run-b', ?, 'etcd', ?, ?, 0, 0, 0, ?, '', '')",
+            rows,
+        )
+    steps = {s.step_id: s.done_in for s in RunLog(Catalog(str(db))).steps("run-b")}
+    assert steps == {"one": "run-a", "two": "run-b", "three": ""}

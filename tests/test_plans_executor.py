@@ -73,7 +73,9 @@ def test_steps_run_in_dependency_order_bounded_in_parallel_and_are_recorded(
     repo, backup_id = lab_store
     body = etcd_step("one", restored) + etcd_step("two", restored) + etcd_step("three", restored, "one, two")
     catalog = Catalog(str(restored / "catalog.db"))
-    run = Executor(load_plan(plan_file(restored, body, parallelism)), repo, backup_id, catalog=catalog).execute()
+    run = Executor(
+        load_plan(plan_file(restored, body, parallelism)), repo, repo.get_manifest(backup_id), catalog=catalog
+    ).execute()
     assert run.ok, [(s.id, s.error) for s in run.steps.values()]
     one, two, three = (run.steps[i] for i in ("one", "two", "three"))
     assert three.started_s >= max(one.finished_s, two.finished_s)
@@ -113,7 +115,7 @@ def test_timeouts_and_retries(lab_store: tuple[Repository, str], kube_target: Ku
         "  - id: objects\n    uses: kubernetes\n    timeout: 1s\n    retries: 1\n"
         f"    target: {{kubeconfig: '{kube_target.kubeconfig}'}}\n"
     )
-    run = Executor(load_plan(plan_file(tmp_path, body)), repo, backup_id).execute()
+    run = Executor(load_plan(plan_file(tmp_path, body)), repo, repo.get_manifest(backup_id)).execute()
     step = run.steps["objects"]
     assert step.status == "failed" and step.error == "timed out after 1.0s" and step.attempts == 2
     assert 2.0 <= step.seconds < 10
@@ -158,7 +160,7 @@ def test_the_restored_cluster_reads_back(lab_store: tuple[Repository, str], kube
 
     repo, backup_id = lab_store
     loaded = load_plan(PLANS / "kueue-quotas-only.yaml", env={"TARGET_KUBECONFIG": kube_target.kubeconfig})
-    run = Executor(loaded, repo, backup_id).execute()
+    run = Executor(loaded, repo, repo.get_manifest(backup_id)).execute()
     assert run.ok, [(s.id, s.error) for s in run.steps.values()]
     checks = run_checks(loaded.require())
     assert all(c.ok for c in checks) and len(checks) == 2, checks

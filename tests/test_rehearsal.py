@@ -3,6 +3,7 @@ stopped while shipped plans are restored into fresh labs; restored systems are r
 
 from __future__ import annotations
 
+import collections
 import json
 import socket
 import sys
@@ -153,6 +154,30 @@ def test_rehearsal_into_an_existing_cluster_by_kubeconfig(source: Source, kube_t
     missing = RehearsalOptions(target=str(tmp_path / "nope.kubeconfig"), out_dir=tmp_path, labs_root=tmp_path)
     with pytest.raises(UsageError, match="no such kubeconfig"):
         rehearse(load_plan(PLANS / "kueue-quotas-only.yaml"), source.repo, missing)
+
+
+def test_a_rehearsal_reads_each_manifest_once(source: Source, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backup is resolved once and passed by value to the executor, every step's restore and the
+    independence analysis: its manifest is read (and decrypted) from the store once, whatever the steps."""
+    plan = tmp_path / "two-steps.yaml"
+    plan.write_text(
+        "name: two-steps\nsteps:\n  - id: etcd-member\n    uses: etcd\n"
+        "  - id: secrets\n    uses: vault\n    optional: true\n"
+    )
+    reads: collections.Counter[str] = collections.Counter()
+    get = source.repo.backend.get
+
+    def counted(name: str, *args: object, **kwargs: object) -> bytes:
+        if name.startswith("manifests/"):
+            reads[name] += 1
+        return get(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(source.repo.backend, "get", counted)
+    options = RehearsalOptions(out_dir=tmp_path / "reports", labs_root=tmp_path)
+    result = rehearse(load_plan(plan), source.repo, options)
+    steps = {s["id"]: s["status"] for s in result.report["run"]["steps"]}
+    assert result.restored and steps == {"etcd-member": "ok", "secrets": "skipped"}, result.report["run"]["steps"]
+    assert reads == {f"manifests/{source.backup_id}": 1}
 
 
 def test_the_guard_catches_a_step_that_reaches_back_into_the_source(source: Source, tmp_path: Path) -> None:

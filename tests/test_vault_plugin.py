@@ -61,11 +61,11 @@ def test_snapshot_restore_into_a_fresh_openbao(
     assert meta["seal"] == {"type": "shamir", "shares": 3, "threshold": 2} and meta["escrow"]["keys"] == 3
 
     target = {"address": openbao_fresh.address}
-    deps = restore_dependencies(repo, plugin, manifest.id, target)
+    deps = restore_dependencies(repo, plugin, manifest, target)
     assert any(d.kind == "credential" and "escrow" in d.address for d in deps)
-    dry = run_restore(repo, manifest.id, plugin, target, options={"dry_run": True})
+    dry = run_restore(repo, manifest, plugin, target, options={"dry_run": True})
     assert "would initialize" in dry.result.summary and health(openbao_fresh.address)["initialized"] is False
-    outcome = run_restore(repo, manifest.id, plugin, target)
+    outcome = run_restore(repo, manifest, plugin, target)
     assert outcome.result.changed and outcome.result.details["trial"] is True
     assert outcome.verified, [c for c in outcome.checks if not c.ok]
 
@@ -78,7 +78,7 @@ def test_snapshot_restore_into_a_fresh_openbao(
     login = hvac.Client(url=openbao_fresh.address).auth.userpass.login("trainer", "lab-only-password")
     assert "ml-reader" in login["auth"]["policies"]
 
-    again = run_restore(repo, manifest.id, plugin, target)
+    again = run_restore(repo, manifest, plugin, target)
     assert again.result.changed is False and again.verified
 
 
@@ -108,13 +108,13 @@ def test_kv_restore_into_an_existing_vault(repo: Repository, openbao_source: Sou
     server, token_env = openbao_kv_target
     target = {"address": server.address, "token_env": token_env}
     with pytest.raises(UsageError, match="holds no raft snapshot"):
-        run_restore(repo, manifest.id, plugin, target, options={"mode": "snapshot"})
+        run_restore(repo, manifest, plugin, target, options={"mode": "snapshot"})
 
-    dry = run_restore(repo, manifest.id, plugin, target, options={"dry_run": True})
+    dry = run_restore(repo, manifest, plugin, target, options={"dry_run": True})
     assert dry.result.details["mounts"] == {"secret": {"replayed": 2}, "platform": {"replayed": 5}}
     client = hvac.Client(url=server.address, token=os.environ[token_env])
     assert "secret/" not in client.sys.list_mounted_secrets_engines()["data"]
-    outcome = run_restore(repo, manifest.id, plugin, target)
+    outcome = run_restore(repo, manifest, plugin, target)
     assert outcome.result.changed and outcome.verified, outcome.checks
     assert kv_read(client, "secret", "ml/mlflow-db") == {"user": "mlflow", "password": "pw-2"}
     assert kv_read(client, "platform", "teams/team-0/registry", version=1) == {"token": "t-0"}
@@ -122,17 +122,17 @@ def test_kv_restore_into_an_existing_vault(repo: Repository, openbao_source: Sou
     assert meta["current_version"] == 3 and meta["custom_metadata"] == {"owner": "ml-platform"}
     assert meta["versions"]["1"]["deletion_time"] and meta["versions"]["2"]["destroyed"]
 
-    again = run_restore(repo, manifest.id, plugin, target)
+    again = run_restore(repo, manifest, plugin, target)
     assert again.result.changed is False and again.verified
 
     # a secret changed on the target: existing=fail refuses before writing anything
     client.secrets.kv.v2.create_or_update_secret("ml/s3-checkpoints", secret={"key": "drifted"}, mount_point="secret")
     client.secrets.kv.v2.delete_metadata_and_all_versions("teams/team-1/registry", mount_point="platform")
     with pytest.raises(UsageError, match="exists in the target Vault with other data"):
-        run_restore(repo, manifest.id, plugin, target, options={"existing": "fail"})
+        run_restore(repo, manifest, plugin, target, options={"existing": "fail"})
     with pytest.raises(hvac.exceptions.InvalidPath):
         client.secrets.kv.v2.read_secret_metadata("teams/team-1/registry", mount_point="platform")
-    fixed = run_restore(repo, manifest.id, plugin, target)
+    fixed = run_restore(repo, manifest, plugin, target)
     assert fixed.result.details["mounts"]["secret"]["updated"] == 1 and fixed.verified
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, SQLModel, create_engine, delete, select
 
-from drtool.catalog import runs as _runs  # noqa: F401  (its tables are created with the others)
+from drtool.catalog import runs as _runs  # its tables are created (and upgraded) with the others
 from drtool.catalog.models import ArtifactRow, BackupRow, StoreRow
 from drtool.errors import DrtoolError, UsageError
 from drtool.repo.manifest import Manifest, utc_now
@@ -32,6 +32,7 @@ class Catalog:
         self.engine = create_engine(url, pool_pre_ping=True)
         try:
             SQLModel.metadata.create_all(self.engine)
+            _runs.upgrade(self.engine)
         except OperationalError as exc:
             raise UsageError(
                 f"cannot open catalog {self._safe_url()}: {exc.orig}",

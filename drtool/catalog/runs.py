@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sqlalchemy import Engine, inspect, text
 from sqlmodel import Field, Session, SQLModel, select
 
 from drtool.errors import NotFound
@@ -47,6 +48,7 @@ class StepRunRow(SQLModel, table=True):
     summary: str = ""
     error: str = ""
     log: str = ""
+    done_in: str = ""  # status ok: the run it was done in (this one, or an earlier one a resume took it from)
 
 
 class DrillRow(SQLModel, table=True):
@@ -66,6 +68,26 @@ class DrillRow(SQLModel, table=True):
     independence: str = ""  # the analysis' verdict, or "not analysed"
     refused_connections: int = 0
     report: str = ""  # path of the written report
+
+
+def upgrade(engine: Engine) -> None:
+    """Add what later drtool versions record to run tables made by earlier ones (``create_all`` does not).
+
+    ``step_runs.done_in`` (0.2): filled for old rows from what they said, so an old run can still be resumed.
+    """
+    if "done_in" in {c["name"] for c in inspect(engine).get_columns("step_runs")}:
+        return
+    prefix = "done in run "
+    with engine.begin() as conn:
+        conn.execute(text("ALTER TABLE step_runs ADD COLUMN done_in VARCHAR NOT NULL DEFAULT ''"))
+        conn.execute(text("UPDATE step_runs SET done_in = run_id WHERE status = 'ok' AND attempts > 0"))
+        conn.execute(
+            text(
+                "UPDATE step_runs SET done_in = SUBSTR(summary, :start) "
+                "WHERE status = 'ok' AND attempts = 0 AND summary LIKE :pattern"
+            ),
+            {"start": len(prefix) + 1, "pattern": prefix + "%"},
+        )
 
 
 class RunLog:

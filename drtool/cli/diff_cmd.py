@@ -16,6 +16,7 @@ from drtool.cli.store_cmds import BackupArg, JsonOpt, TargetOpt, parse_pairs
 from drtool.errors import NotFound, UsageError
 from drtool.plugin.contract import DiffResult, DiffSupport
 from drtool.plugin.manager import get_plugin, load_plugins
+from drtool.repo.restore_context import PluginRestoreContext
 
 DIFFERENT = 9  # exit code when the backup and the target differ (0: equal; errors keep their own codes)
 
@@ -38,7 +39,7 @@ def diff(
             f"plugin {plugin} cannot compare a backup with a live system", f"diff supports: {', '.join(able)}"
         )
     repo = state(ctx).open_repo()
-    rctx = repo.restore_context(backup_id, chosen.name)
+    rctx = PluginRestoreContext(repo, repo.find_backup(backup_id), chosen.name)
     if not rctx.artifacts:
         raise NotFound(f"backup {rctx.backup_id} holds nothing from plugin {plugin}", "`drtool show ID` lists it")
     rctx.preflight()  # every chunk present, before the live system is contacted

@@ -39,14 +39,15 @@ def verify_independence(
     """
     from drtool.cli.plan_cmds import load_checked  # the analysis and renderer load only for this command
     from drtool.independence.analysis import analyze
-    from drtool.plans.source import resolve_backup
+    from drtool.plans.source import find_backup
+    from drtool.plans.steps import step_target
     from drtool.report.render import write_report
 
     loaded = load_checked(plan_file, values)
     plan = loaded.require()
     repo = state(ctx).open_repo()
-    backup_id = repo.resolve(backup) if backup else resolve_backup(repo, plan.source)
-    result = analyze(plan, repo, backup_id, {s.id: plan.target_for(s) for s in plan.steps}, resolve=resolve)
+    manifest = repo.find_backup(backup) if backup else find_backup(repo, plan.source)
+    result = analyze(plan, repo, manifest, {s.id: step_target(plan, s) for s in plan.steps}, resolve=resolve)
     independence = result.to_dict()
     report = {
         "kind": "independence",

@@ -18,7 +18,7 @@ from drtool.plans.dag import waves
 from drtool.plans.executor import Executor, RunResult, dry_run
 from drtool.plans.loader import LoadedPlan, read_values
 from drtool.plans.schema import Plan, format_duration
-from drtool.plans.source import resolve_backup
+from drtool.plans.source import find_backup
 from drtool.plans.validate import check_file
 from drtool.plugin.manager import load_plugins
 from drtool.repo.repository import Repository
@@ -143,18 +143,14 @@ def restore_with_plan(
             raise UsageError(f"run {previous.id} was a {previous.kind}, not a restore", "rehearse the plan again")
         plan_file, resumed_from, backup_ref = Path(previous.plan_path), previous.id, previous.backup_id
         values = Path(previous.values_path) if previous.values_path else values
-        for step in log.steps(previous.id):
-            if step.status == "ok":
-                done_before[step.step_id] = (
-                    step.summary.removeprefix("done in run ") if step.attempts == 0 else previous.id
-                )
+        done_before = {step.step_id: step.done_in for step in log.steps(previous.id) if step.status == "ok"}
     assert plan_file is not None
     loaded = load_checked(plan_file, values)
     plan = loaded.require()
     repo = open_plan_repo(ctx, plan)
-    backup_id = repo.resolve(backup_ref) if backup_ref else resolve_backup(repo, plan.source)
+    manifest = repo.find_backup(backup_ref) if backup_ref else find_backup(repo, plan.source)
     if dry:
-        planned = dry_run(loaded, repo, backup_id)
+        planned = dry_run(loaded, repo, manifest)
         if as_json:
             print_json([p.__dict__ for p in planned])
             return
@@ -166,7 +162,7 @@ def restore_with_plan(
             "artifacts",
             "target keys",
             "note",
-            title=f"dry run: {plan.name} from {backup_id}",
+            title=f"dry run: {plan.name} from {manifest.id}",
         )
         for p in planned:
             note = p.reason or (f"unset: {', '.join(p.unset)}" if p.unset else "")
@@ -178,7 +174,7 @@ def restore_with_plan(
         run = Executor(
             loaded,
             repo,
-            backup_id,
+            manifest,
             catalog=catalog,
             values_path=values,
             done_before=done_before,

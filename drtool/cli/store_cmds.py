@@ -141,7 +141,7 @@ def show(
 ) -> None:
     """Show one backup: plugins, artifacts, failure domain."""
     repo = state(ctx).open_repo()
-    manifest = repo.get_manifest(repo.resolve(backup_id))
+    manifest = repo.find_backup(backup_id)
     if as_json:
         data = manifest.model_dump()
         for a in data["artifacts"]:
@@ -237,7 +237,7 @@ def restore(
             options["namespace_map"] = ",".join(namespace_map)
         outcome = run_restore(
             repo,
-            backup_id,
+            repo.find_backup(backup_id),
             get_plugin(plugin),
             parse_pairs(target, "target"),
             options=options,

@@ -33,8 +33,10 @@ from drtool.independence.domain import Address, DomainMatch, FailureDomain, pars
 from drtool.independence.hints import fix_hint
 from drtool.independence.marks import BLOCKS_RESTORE, PROVISIONER
 from drtool.plans.schema import Plan, Waiver
+from drtool.plans.steps import step_target, why_not_run
 from drtool.plugin.contract import Plugin
 from drtool.plugin.manager import load_plugins
+from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.restore import restore_dependencies
 
@@ -157,31 +159,28 @@ class IndependenceReport:
 def analyze(
     plan: Plan,
     repo: Repository,
-    backup_id: str,
+    manifest: Manifest,
     targets: Mapping[str, Mapping[str, Any]],
     *,
     today: dt.date | None = None,
     resolve: bool = True,
 ) -> IndependenceReport:
-    """Judge every dependency of ``plan`` restoring ``backup_id``; ``targets`` maps step id -> target mapping."""
-    manifest = repo.get_manifest(repo.resolve(backup_id))
+    """Judge every dependency of ``plan`` restoring the backup of ``manifest``; ``targets`` maps step id ->
+    target mapping (default: the plan's, ``step_target``)."""
     domain = FailureDomain.from_manifest(manifest)
     plugins = load_plugins()
     steps: list[dict[str, Any]] = []
     work: list[tuple[str, Plugin, Mapping[str, Any]]] = []
     for step in plan.steps:
-        plugin = plugins.get(step.uses)
-        note = ""
-        if plugin is None:
-            note = f"plugin {step.uses} is not installed"
-        elif not manifest.artifacts_of(step.uses):
-            note = f"skipped: plugin {step.uses} not in backup {manifest.id}"
-        steps.append({"id": step.id, "uses": step.uses, "needs": step.needs, "analysed": not note, "note": note})
-        if plugin is not None and not note:
-            work.append((step.id, plugin, targets.get(step.id, plan.target_for(step))))
+        note = why_not_run(step, manifest, plugins)
+        analysed = {"id": step.id, "uses": step.uses, "needs": step.needs, "analysed": note is None}
+        steps.append({**analysed, "note": f"skipped: {note}" if note else ""})
+        if note is None:
+            target = targets[step.id] if step.id in targets else step_target(plan, step)
+            work.append((step.id, plugins[step.uses], target))
     # each step streams its plugin's artifacts from the store: in parallel, as the restore itself would
     with ThreadPoolExecutor(max_workers=plan.parallelism, thread_name_prefix="drtool-deps") as pool:
-        per_step = list(pool.map(lambda w: restore_dependencies(repo, w[1], manifest.id, w[2]), work))
+        per_step = list(pool.map(lambda w: restore_dependencies(repo, w[1], manifest, w[2]), work))
     findings: dict[tuple[str, str, str, str], Finding] = {}
     for (step_id, _, _), deps in zip(work, per_step, strict=True):
         for dep in deps:

@@ -13,6 +13,7 @@ from typing import Any
 import requests
 
 from drtool.plans.schema import HttpCheck, KubeObjectCheck, Plan, PlanCheck, TcpCheck
+from drtool.plans.steps import step_target
 from drtool.plugin.contract import Check
 
 TIMEOUT_S = 10
@@ -29,7 +30,7 @@ def cluster_access(plan: Plan, overrides: Mapping[str, Mapping[str, Any]]) -> di
     if preferred.get("kubeconfig"):
         return preferred
     for step in plan.steps:
-        target = {**plan.target_for(step), **(overrides.get(step.uses) or {})}
+        target = step_target(plan, step, overrides)
         if target.get("kubeconfig"):
             return target
     return {}

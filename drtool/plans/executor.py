@@ -3,8 +3,10 @@
 A step is one plugin's restore of the chosen backup followed by that plugin's verify. Steps whose needs are
 all met run at once, at most ``plan.parallelism`` together. A failed step stops only what needs it; the rest
 of the plan still runs, so one resume finishes the job. Every step's outcome is written to the catalog as it
-ends, so a crash or Ctrl-C loses nothing: `drtool restore --resume RUN` re-runs the steps that did not end
-``ok``, which is safe because plugin restores are idempotent.
+ends (``drtool.catalog.recorder``), so a crash or Ctrl-C loses nothing: `drtool restore --resume RUN` re-runs
+the steps that did not end ``ok`` (each step's row records the run it was done in), which is safe because
+plugin restores are idempotent. The backup is a ``Manifest`` resolved once by the caller and passed on to
+every step's restore.
 
 A step's ``timeout`` bounds each attempt: a plugin call cannot be killed from outside its thread, so a
 timed-out attempt is abandoned (its thread is a daemon and its result ignored) and counts as failed.
@@ -27,17 +29,19 @@ from drtool.plans.checks import run_checks
 from drtool.plans.dag import waves
 from drtool.plans.loader import LoadedPlan
 from drtool.plans.schema import Plan, Step, format_duration
+from drtool.plans.steps import skip_reason, step_target
 from drtool.plans.validate import validate
 from drtool.plugin.contract import Check
 from drtool.plugin.manager import load_plugins
 from drtool.progress import Progress
 from drtool.repo.manifest import Manifest, utc_now
 from drtool.repo.repository import Repository
+from drtool.repo.restore_context import PluginRestoreContext
 from drtool.restore import run_restore
 
 if TYPE_CHECKING:
     from drtool.catalog.db import Catalog
-    from drtool.catalog.runs import StepRunRow
+    from drtool.catalog.recorder import RunRecorder
 
 RETRY_PAUSE_S = 1.0
 Echo = Callable[[str], None]
@@ -65,6 +69,7 @@ class StepResult:
     changed: bool = False
     summary: str = ""
     error: str = ""
+    done_in: str = ""  # the run in which the step ended ok (an earlier one when a resume took it over)
     checks: list[Check] = dataclasses.field(default_factory=list)
     log: list[str] = dataclasses.field(default_factory=list)
     refused_connections: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -132,29 +137,6 @@ def _unresolved(value: Any) -> list[str]:
     return [value] if isinstance(value, str) and "${" in value else []
 
 
-def step_target(plan: Plan, step: Step, overrides: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The plan's target for the step's plugin, the step's own over it, then a caller's (a rehearsal's lab)."""
-    return {**plan.target_for(step), **(overrides.get(step.uses) or {})}
-
-
-def skip_reason(step: Step, manifest: Manifest, installed: Mapping[str, Any]) -> str | None:
-    """Why an optional step will not run (None: it runs); a required step in that case is an error."""
-    if step.uses not in installed:
-        why = f"plugin {step.uses} is not installed"
-    elif not manifest.artifacts_of(step.uses):
-        outcome = manifest.plugins.get(step.uses)
-        failed = outcome is not None and outcome.status == "failed"
-        why = "plugin failed in backup" if failed else "plugin not in backup"
-    else:
-        return None
-    if not step.optional:
-        raise NotFound(
-            f"step {step.id}: {why} {manifest.id}" if "backup" in why else f"step {step.id}: {why}",
-            "choose another backup (source.backup) or mark the step `optional: true`",
-        )
-    return why
-
-
 def ensure_valid(loaded: LoadedPlan) -> Plan:
     """The plan, once schema, graph and plugins are checked (a cycle would never finish)."""
     if not loaded.validated:
@@ -165,12 +147,11 @@ def ensure_valid(loaded: LoadedPlan) -> Plan:
 def dry_run(
     loaded: LoadedPlan,
     repo: Repository,
-    backup_id: str,
+    manifest: Manifest,
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[PlannedStep]:
     """What a run would do, without touching any target: order, skips, sizes; every chunk checked present."""
     plan = ensure_valid(loaded)
-    manifest = repo.get_manifest(backup_id)
     installed = load_plugins()
     out: list[PlannedStep] = []
     for wave_no, wave in enumerate(waves(plan.steps)):
@@ -188,72 +169,36 @@ def dry_run(
             else:
                 entries = manifest.artifacts_of(step.uses)
                 planned.artifacts, planned.bytes = len(entries), sum(a.size for a in entries)
-                repo.restore_context(backup_id, step.uses).preflight()
-                target = step_target(plan, step, overrides or {})
+                PluginRestoreContext(repo, manifest, step.uses).preflight()
+                target = step_target(plan, step, overrides)
                 planned.target_keys = sorted(target)
                 planned.unset = sorted(set(_unresolved({**target, **step.with_})))
             out.append(planned)
     return out
 
 
-class _Recorder:
-    """Writes the run and its steps to the catalog as they change (nothing, without a catalog)."""
+def _recorder(
+    catalog: Catalog | None, run: RunResult, loaded: LoadedPlan, kind: str, values: str, store_id: str
+) -> RunRecorder | None:
+    """The catalog rows of ``run``, written as it goes (None without a catalog; SQLAlchemy loads only then)."""
+    if catalog is None:
+        return None
+    from drtool.catalog.recorder import RunRecorder
+    from drtool.catalog.runs import RestoreRunRow
 
-    def __init__(
-        self, catalog: Catalog | None, run: RunResult, loaded: LoadedPlan, kind: str, values: str, store_id: str
-    ) -> None:
-        self.run = run
-        self.log = None
-        if catalog is None:
-            return
-        from drtool.catalog.runs import RestoreRunRow, RunLog
-
-        self.log = RunLog(catalog)
-        self.row = RestoreRunRow(
-            id=run.run_id,
-            kind=kind,
-            plan_name=run.plan.name,
-            plan_path=str(loaded.path.resolve()),
-            plan_sha256=loaded.sha256,
-            values_path=values,
-            store_id=store_id,
-            backup_id=run.backup_id,
-            started=run.started,
-            resumed_from=run.resumed_from,
-        )
-        self.log.save(self.row)
-
-    def steps(self) -> None:
-        if self.log is None:
-            return
-        from drtool.catalog.runs import StepRunRow
-
-        rows: list[StepRunRow] = [
-            StepRunRow(
-                run_id=self.run.run_id,
-                step_id=s.id,
-                uses=s.uses,
-                status=s.status,
-                attempts=s.attempts,
-                started_s=s.started_s,
-                finished_s=s.finished_s,
-                changed=s.changed,
-                summary=s.summary,
-                error=s.error,
-                log="\n".join(s.log),
-            )
-            for s in self.run.steps.values()
-            if s.status != "pending"
-        ]
-        self.log.replace_steps(self.run.run_id, rows)
-
-    def finish(self) -> None:
-        if self.log is None:
-            return
-        self.steps()
-        self.row.finished = self.run.finished
-        self.row.status = "ok" if self.run.ok else "failed"
-        self.log.save(self.row)
+    row = RestoreRunRow(
+        id=run.run_id,
+        kind=kind,
+        plan_name=run.plan.name,
+        plan_path=str(loaded.path.resolve()),
+        plan_sha256=loaded.sha256,
+        values_path=values,
+        store_id=store_id,
+        backup_id=run.backup_id,
+        started=run.started,
+        resumed_from=run.resumed_from,
+    )
+    return RunRecorder(catalog, row)
 
 
 class Executor:
@@ -263,7 +208,7 @@ class Executor:
         self,
         loaded: LoadedPlan,
         repo: Repository,
-        backup_id: str,
+        manifest: Manifest,
         *,
         overrides: Mapping[str, Mapping[str, Any]] | None = None,
         catalog: Catalog | None = None,
@@ -277,15 +222,15 @@ class Executor:
     ) -> None:
         self.plan = ensure_valid(loaded)
         self.repo = repo
-        self.manifest = repo.get_manifest(backup_id)
+        self.manifest = manifest
         self.overrides = overrides or {}
         self.done_before = dict(done_before or {})
         self.watcher = watcher
         self.echo = echo
         self.progress = progress
-        self.run = RunResult(new_run_id(), self.plan, backup_id, utc_now(), resumed_from=resumed_from)
+        self.run = RunResult(new_run_id(), self.plan, manifest.id, utc_now(), resumed_from=resumed_from)
         self.run.steps = {s.id: StepResult(s.id, s.uses, list(s.needs)) for s in self.plan.steps}
-        self.recorder = _Recorder(catalog, self.run, loaded, kind, str(values_path or ""), repo.config.store_id)
+        self.recorder = _recorder(catalog, self.run, loaded, kind, str(values_path or ""), repo.config.store_id)
         self._t0 = time.monotonic()
         self._lock = threading.Lock()
         self._started: set[str] = set()  # steps the watcher was told about
@@ -341,13 +286,15 @@ class Executor:
                 self.echo(f"{'ok' if check.ok else 'FAILED':8} check {check.name}: {check.detail}")
         self.run.seconds = self.now()
         self.run.finished = utc_now()
-        self.recorder.finish()
+        if self.recorder is not None:
+            self.recorder.finish(steps.values(), self.run.finished, self.run.ok)
         return self.run
 
     def _settle_without_running(self, step: Step, result: StepResult, installed: Mapping[str, Any]) -> bool:
         """Steps that end at once: done in the run being resumed, or optional and absent. True if settled."""
         if step.id in self.done_before:
-            result.status, result.summary = "ok", f"done in run {self.done_before[step.id]}"
+            result.done_in = self.done_before[step.id]
+            result.status, result.summary = "ok", f"done in run {result.done_in}"
         else:
             try:
                 reason = skip_reason(step, self.manifest, installed)
@@ -375,8 +322,9 @@ class Executor:
         detail = result.error or result.summary
         self.echo(line + (f": {detail}" if detail else ""))
         result.log.append(f"{utc_now()} {detail or result.status}")
-        with self._lock:
-            self.recorder.steps()
+        if self.recorder is not None:
+            with self._lock:
+                self.recorder.steps(self.run.steps.values())
 
     def _run_step(self, step: Step, result: StepResult, finished: queue.Queue[str]) -> None:
         try:
@@ -392,7 +340,7 @@ class Executor:
                 result.log.append(f"{utc_now()} attempt {attempt} started")
                 error = self._attempt(step, target, result)
                 if error is None:
-                    result.status = "ok"
+                    result.status, result.done_in = "ok", self.run.run_id
                     return
                 result.error = error
                 result.log.append(f"{utc_now()} attempt {attempt} failed: {error}")
@@ -416,7 +364,7 @@ class Executor:
             try:
                 box["outcome"] = run_restore(
                     self.repo,
-                    self.run.backup_id,
+                    self.manifest,
                     load_plugins()[step.uses],
                     target,
                     options=step.with_,

@@ -6,6 +6,7 @@ import datetime as dt
 
 from drtool.errors import NotFound
 from drtool.plans.schema import LatestBefore, Source
+from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 
 
@@ -19,18 +20,30 @@ def resolve_backup(repo: Repository, source: Source, override: str | None = None
 
     With ``backup-set``, only backups of that set count (their manifests are read, newest first).
     """
+    return _choose(repo, source, override)[0]
+
+
+def find_backup(repo: Repository, source: Source, override: str | None = None) -> Manifest:
+    """The manifest of the backup ``resolve_backup`` names, read once: a run passes it on by value."""
+    backup_id, manifest = _choose(repo, source, override)
+    return manifest or repo.get_manifest(backup_id)
+
+
+def _choose(repo: Repository, source: Source, override: str | None) -> tuple[str, Manifest | None]:
+    """The backup id, and its manifest when choosing it meant reading it (a backup set's filter)."""
     ref = override or source.backup
     if isinstance(ref, str) and ref != "latest":
-        return repo.resolve(ref)
+        return repo.resolve(ref), None
     before = ref.latest_before if isinstance(ref, LatestBefore) else None
     if before is not None and before.tzinfo is None:
         before = before.replace(tzinfo=dt.UTC)
     for backup_id in reversed(repo.backup_ids()):
         if before is not None and backup_time(backup_id) >= before:
             continue
-        if source.backup_set and repo.get_manifest(backup_id).backup_set != source.backup_set:
+        manifest = repo.get_manifest(backup_id) if source.backup_set else None
+        if manifest is not None and manifest.backup_set != source.backup_set:
             continue
-        return backup_id
+        return backup_id, manifest
     wanted = " ".join(
         part
         for part in (

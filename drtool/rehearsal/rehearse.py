@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 from drtool.independence.analysis import analyze
 from drtool.independence.domain import FailureDomain
 from drtool.lab.lab import Lab
-from drtool.plans.executor import Executor, RunResult, ensure_valid, skip_reason
+from drtool.plans.executor import Executor, RunResult, ensure_valid
 from drtool.plans.loader import LoadedPlan
 from drtool.plans.schema import Plan
-from drtool.plans.source import resolve_backup
+from drtool.plans.source import find_backup
+from drtool.plans.steps import skip_reason, step_target
 from drtool.plugin.manager import load_plugins
 from drtool.progress import Progress
 from drtool.rehearsal.guard import NetworkGuard
@@ -102,10 +103,10 @@ def rpo(manifest: Manifest, plugins: list[str], failure_time: dt.datetime) -> di
     }
 
 
-def _independence(plan: Plan, repo: Repository, backup_id: str, target: Target) -> dict[str, Any]:
+def _independence(plan: Plan, repo: Repository, manifest: Manifest, target: Target) -> dict[str, Any]:
     """The static independence analysis of the plan against the targets the rehearsal really used."""
-    targets = {s.id: {**plan.target_for(s), **target.overrides.get(s.uses, {})} for s in plan.steps}
-    return analyze(plan, repo, backup_id, targets).to_dict()
+    targets = {s.id: step_target(plan, s, target.overrides) for s in plan.steps}
+    return analyze(plan, repo, manifest, targets).to_dict()
 
 
 def rehearse(
@@ -120,8 +121,8 @@ def rehearse(
     phases: dict[str, float] = {}  # drtool's own time (plan, analysis, report) next to the restore's
     clock = time.monotonic()
     plan = ensure_valid(loaded)
-    backup_id = resolve_backup(repo, plan.source, options.backup)
-    manifest = repo.get_manifest(backup_id)
+    manifest = find_backup(repo, plan.source, options.backup)  # read once, passed by value from here on
+    backup_id = manifest.id
     installed = load_plugins()
     will_run = [installed[s.uses] for s in plan.steps if skip_reason(s, manifest, installed) is None]
     plugins = list({p.name: p for p in will_run}.values())
@@ -145,7 +146,7 @@ def rehearse(
             executor = Executor(
                 loaded,
                 repo,
-                backup_id,
+                manifest,
                 overrides=target.overrides,
                 catalog=catalog,
                 kind="rehearsal",
@@ -157,7 +158,7 @@ def rehearse(
             verified_s = time.monotonic() - started
             outside_steps = [r.to_dict() for r in guard.refused if not r.steps]
         phases["restore_s"], clock = verified_s, time.monotonic()
-        independence = _independence(plan, repo, backup_id, target)
+        independence = _independence(plan, repo, manifest, target)
         phases["analysis_s"], clock = time.monotonic() - clock, time.monotonic()
         report = build_report(loaded, manifest, run, target, failure_time, verified_s, phases, outside_steps)
         report["independence"] = independence
@@ -165,7 +166,9 @@ def rehearse(
         phases["report_s"] = time.monotonic() - clock
         result = Rehearsal(_restored(report), report, paths, run, phases)
         if catalog is not None:
-            _record_drill(catalog, report, paths, result.restored)  # independence has its own column
+            from drtool.catalog.recorder import record_drill  # SQLAlchemy loads only when there is a catalog
+
+            record_drill(catalog, report, paths, result.restored)  # independence has its own column
         echo(f"report: {paths['html']}")
         return result
     finally:
@@ -232,30 +235,3 @@ def _restored(report: dict[str, Any]) -> bool:
     checks_ok = all(c["ok"] for c in report["checks"])
     objectives_ok = run["rto"]["met"] is not False and run["rpo"]["met"] is not False
     return steps_ok and checks_ok and objectives_ok and not run["refused_outside_steps"]
-
-
-def _record_drill(catalog: Catalog, report: dict[str, Any], paths: dict[str, Path], ok: bool) -> None:
-    from drtool.catalog.runs import DrillRow, RunLog
-
-    run = report["run"]
-    independence = report.get("independence") or {}
-    RunLog(catalog).save(
-        DrillRow(
-            id=run["id"],
-            started=run["started"],
-            plan_name=report["plan"]["name"],
-            backup_id=report["backup"]["id"],
-            target=run["target"],
-            ok=ok,
-            rto_s=run["rto"]["measured_s"],
-            rto_objective_s=run["rto"]["objective_s"],
-            rto_met=run["rto"]["met"],
-            rpo_s=run["rpo"]["measured_s"],
-            rpo_objective_s=run["rpo"]["objective_s"],
-            rpo_met=run["rpo"]["met"],
-            independence=str(independence.get("verdict", "not analysed")),
-            refused_connections=sum(len(s["refused_connections"]) for s in run["steps"])
-            + len(run["refused_outside_steps"]),
-            report=str(paths["html"]),
-        )
-    )

@@ -204,6 +204,10 @@ class Repository:
             raise NotFound(f"backup {ref} not found in store {self.backend.url}", "see `drtool list`")
         raise UsageError(f"{ref!r} matches {len(matches)} backups", "give more of the id")
 
+    def find_backup(self, ref: str) -> Manifest:
+        """The manifest of the backup ``ref`` names (see ``resolve``): read once, then passed by value."""
+        return self.get_manifest(self.resolve(ref))
+
     def delete_manifest(self, backup_id: str) -> None:
         self.backend.delete(layout.manifest(backup_id))
 
@@ -217,4 +221,4 @@ class Repository:
     def restore_context(self, backup_id: str, plugin: str, **kwargs: object) -> PluginRestoreContext:
         from drtool.repo.restore_context import PluginRestoreContext
 
-        return PluginRestoreContext(self, self.get_manifest(self.resolve(backup_id)), plugin, **kwargs)  # type: ignore[arg-type]
+        return PluginRestoreContext(self, self.find_backup(backup_id), plugin, **kwargs)  # type: ignore[arg-type]
