@@ -37,6 +37,7 @@ def measure(objects: int, runs: int, work: Path) -> dict[str, Any]:
     from drtool.lab.lab import Lab
     from drtool.plans.schema import Plan
     from drtool.repo.repository import Repository
+    from drtool.repo.writer import BackupSession
     from drtool.report.render import write_report
 
     lab = Lab(f"bench-indep-{objects}", root=work / "labs")
@@ -47,7 +48,7 @@ def measure(objects: int, runs: int, work: Path) -> dict[str, Any]:
         server = lab["kube-apiserver"]
         seeded = seed(server.access(), objects)  # type: ignore[attr-defined]
         repo = Repository.init(LocalBackend(work / f"store-{objects}"), passphrase=PASSPHRASE)
-        with repo.begin_backup() as session:
+        with BackupSession(repo) as session:
             outcome = session.run_plugin(KubernetesPlugin(), {"kubeconfig": str(server.admin_kubeconfig)})  # type: ignore[attr-defined]
             assert outcome.status == "ok", outcome.error
             manifest = session.commit()

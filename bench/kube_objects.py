@@ -604,8 +604,8 @@ def print_summary(document: dict[str, Any]) -> None:
 def environment() -> dict[str, Any]:
     from importlib.metadata import version
 
+    from drtool.binaries import etcd_binary
     from drtool.lab.build import KUBE_VERSION
-    from drtool.lab.components.etcd import etcd_binary
 
     kubectl = command_output([kubectl_binary(), "version", "--client", "-o", "json"])
     return {

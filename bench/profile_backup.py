@@ -109,7 +109,7 @@ def stage_functions() -> dict[str, Callable[[bytes], Any]]:
     import zstandard
     from pyfastcdc import FastCDC
 
-    key = MasterKey.generate()
+    key = MasterKey.generate("0123456789abcdef")
     compressors = threading.local()
     cdc = FastCDC(avg_size=1 << 20, min_size=256 << 10, max_size=4 << 20, normalized_chunking=1, seed=1)
 
@@ -123,7 +123,7 @@ def stage_functions() -> dict[str, Callable[[bytes], Any]]:
         "sha256 (artifact hash)": lambda data: hashlib.sha256(data).digest(),
         "blake2b-256 keyed (chunk id)": key.chunk_id,
         "zstd level 3": compress,
-        "AES-256-GCM seal": lambda data: key.seal(data, b"aad"),
+        "AES-256-GCM seal": lambda data: key.seal("chunk", "profile", data),
         "bytes copy": lambda data: memoryview(data).tobytes(),
     }
 

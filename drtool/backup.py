@@ -11,7 +11,7 @@ from drtool.plugin.contract import Plugin
 from drtool.progress import Progress
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
-from drtool.repo.writer import DEFAULT_LOCK_WAIT
+from drtool.repo.writer import DEFAULT_LOCK_WAIT, BackupSession
 
 if TYPE_CHECKING:
     from drtool.catalog import Catalog  # SQLAlchemy is slow to import; only its user pays
@@ -34,7 +34,7 @@ def run_backup(
 
     ``lock_wait``: seconds to wait for a prune holding the store exclusively before giving up.
     """
-    with repo.begin_backup(backup_set=backup_set, tags=tags, progress=progress, lock_wait=lock_wait) as session:
+    with BackupSession(repo, backup_set=backup_set, tags=tags, progress=progress, lock_wait=lock_wait) as session:
         for plugin in plugins:
             log.debug("backup: running plugin %s", plugin.name)
             session.run_plugin(plugin, sources.get(plugin.name, {}))

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from drtool.scheduler.sets import BackupSet
 
 DEFAULT_CONFIG = "~/.config/drtool/config.yaml"
+# threads that seal and upload (or fetch and open) chunks: I/O bound, so more than the cores, within reason
+DEFAULT_WORKERS = max(4, min(16, 2 * (os.cpu_count() or 2)))
 DEFAULT_CATALOG = "~/.local/share/drtool/catalog.db"
 _ALLOWED_KEYS = {"store", "catalog", "sources", "backup_sets"}
 

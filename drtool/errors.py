@@ -11,6 +11,10 @@ Exit codes (documented in docs/cli.md):
   8  backup finished but partial (a plugin failed)
   9  a backup and a live system differ (`drtool diff`)
   10 a dependency the restore needs lies inside the failure domain, not waived (`drtool verify-independence`)
+  130 interrupted (Ctrl-C)
+  143 terminated by SIGTERM while a scheduled backup ran (`drtool schedule run-once`)
+
+Command modules raise these; only ``drtool.cli.main`` turns them into exit codes.
 """
 
 from __future__ import annotations
@@ -62,6 +66,27 @@ class SourceError(DrtoolError):
 
 class PartialBackup(DrtoolError):
     exit_code = 8
+
+
+class Differs(DrtoolError):
+    """A backup and the live system it was compared with differ (the differences were printed)."""
+
+    exit_code = 9
+
+
+class InsideFailureDomain(DrtoolError):
+    """Something a restore needs lies inside the failed cluster's failure domain and no waiver accepts it."""
+
+    exit_code = 10
+
+
+class Terminated(DrtoolError):
+    """SIGTERM stopped a run; what it was writing was abandoned, nothing was published."""
+
+    exit_code = 143
+
+
+INTERRUPTED = 130  # Ctrl-C: not a DrtoolError (KeyboardInterrupt must unwind everything), but its code lives here
 
 
 class ObjectExists(DrtoolError):

@@ -19,12 +19,13 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from drtool.backends.backend import Backend
+from drtool.config import DEFAULT_WORKERS
 from drtool.errors import DrtoolError
 from drtool.repo import layout
 from drtool.repo.lock import DEFAULT_TTL, acquire, remove_stale_locks
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
-from drtool.repo.writer import DEFAULT_LOCK_WAIT, DEFAULT_WORKERS
+from drtool.repo.writer import DEFAULT_LOCK_WAIT
 from drtool.retention import BackupRef, Decision, RetentionPolicy, decide
 
 _BATCH = 1000  # chunks deleted between two lock checks

@@ -27,6 +27,7 @@ from drtool.errors import SourceError, UsageError
 from drtool.lab.components.minio import MinioServer
 from drtool.lab.lab import Lab
 from drtool.repo.repository import Repository
+from drtool.repo.restore_context import PluginRestoreContext
 from drtool.restore import run_restore
 from tests.fixtures.core import Cli, assert_clean_error
 from tests.fixtures.minio import minio_lab
@@ -219,7 +220,7 @@ def test_restore_into_another_bucket_and_load_tensors(
     again = run_restore(repo, manifest, PLUGIN, target)
     assert not again.result.changed and again.verified
     s3(minio).put_object(Bucket=target_bucket, Key="resume/run/step-7/__0_0.distcp", Body=b"tampered")
-    checks = PLUGIN.verify(repo.restore_context(manifest.id, "checkpoints"), target, {})
+    checks = PLUGIN.verify(PluginRestoreContext(repo, manifest, "checkpoints"), target, {})
     assert not all(c.ok for c in checks)
     with pytest.raises(UsageError, match="differ from the backup"):
         run_restore(repo, manifest, PLUGIN, target)
@@ -271,7 +272,7 @@ def test_checkpoint_rewritten_during_backup_is_retried(
     manifest, meta = backup(repo, source(minio, bucket))
     assert hook.rewrites == 1 and meta["torn_retries"] == 1
     assert [c["checkpoint"] for c in meta["checkpoints"]] == ["run/step-9"]
-    with repo.restore_context(manifest.id, "checkpoints").open("train/run/step-9/weights.bin") as r:
+    with PluginRestoreContext(repo, manifest, "checkpoints").open("train/run/step-9/weights.bin") as r:
         assert r.read() == get(minio, bucket, "ck/run/step-9/weights.bin"), "the stored copy is the new version"
 
 

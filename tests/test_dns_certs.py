@@ -27,6 +27,7 @@ from drtool.errors import UsageError, WrongKey
 from drtool.lab.components.bind9 import Bind9Server
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
+from drtool.repo.writer import BackupSession
 from drtool.restore import restore_dependencies, run_restore
 from tests.fixtures.bind9 import DnsLab
 from tests.fixtures.core import Cli, assert_clean_error
@@ -36,7 +37,7 @@ NS = VALUES["ns"]
 
 
 def backup(repo: Repository, source: dict[str, Any]) -> Manifest:
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         outcome = session.run_plugin(plugin, source)
         assert outcome.status == "ok", outcome.error
         return session.commit()
@@ -176,7 +177,7 @@ def test_wrong_tsig_key_is_a_clear_error(repo: Repository, dns_source: DnsLab, t
     wrong = tmp_path / "wrong.key"
     wrong.write_text('key "drtool-lab" {\n\talgorithm hmac-sha256;\n\tsecret "' + "A" * 43 + '=";\n};\n')
     source = {"kubernetes": False, "dns_server": dns_source.settings["dns_server"], "zones": ZONE}
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         outcome = session.run_plugin(plugin, {**source, "tsig_key_file": str(wrong)})
         assert outcome.status == "failed"
         assert "rejected the TSIG signature" in (outcome.error or "")

@@ -16,13 +16,16 @@ from drtool_plugins.etcd import EtcdPlugin
 from drtool_plugins.etcd.restore import MARKER_SUFFIX, SCRATCH_PREFIX, bump_supported
 from drtool_plugins.etcd.snapshot import SnapshotDigest
 
+from drtool.binaries import etcd_binary
 from drtool.errors import IntegrityError, SourceError, UsageError
 from drtool.lab import process
-from drtool.lab.components.etcd import EtcdServer, etcd_binary
+from drtool.lab.components.etcd import EtcdServer
 from drtool.lab.etcd_seed import gateway, settings_of
 from drtool.plugin.contract import Plugin
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
+from drtool.repo.restore_context import PluginRestoreContext
+from drtool.repo.writer import BackupSession
 from drtool.restore import restore_dependencies
 from tests.fixtures.etcd import CorruptingProxy, etcdctl_dump
 
@@ -30,7 +33,7 @@ plugin = EtcdPlugin()
 
 
 def backup(repo: Repository, source: Mapping[str, Any]) -> Manifest:
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         outcome = session.run_plugin(plugin, source)
         assert outcome.status == "ok", outcome.error
         return session.commit()
@@ -92,7 +95,7 @@ def test_backup_streams_one_snapshot_artifact_with_facts(etcd_source: EtcdServer
     assert meta["keys"] == etcdctl_key_count(settings_of(etcd_source))
     assert manifest.failure_domain["etcd_hosts"] == ["127.0.0.1"]
     assert etcd_source.client_url in manifest.failure_domain["etcd_endpoints"]
-    ctx = repo.restore_context(manifest.id, "etcd")
+    ctx = PluginRestoreContext(repo, manifest, "etcd")
     with ctx.open("snapshot.db") as src:
         data = src.read()
     assert hashlib.sha256(data[:-32]).digest() == data[-32:]
@@ -109,7 +112,7 @@ def test_restore_into_new_member_equals_source_at_snapshot_revision(
     manifest = backup(repo, source)
     revision = manifest.plugins["etcd"].meta["revision"]
     gateway(source, "/v3/kv/put", {"key": "L2FmdGVyL2JhY2t1cA==", "value": "eA=="})  # the source moves on
-    ctx = repo.restore_context(manifest.id, "etcd")
+    ctx = PluginRestoreContext(repo, manifest, "etcd")
     target = target_for(tmp_path, lab_root, compare_with=source)
     result = plugin.restore(ctx, target, {})
     stop_restored.append(result.details)
@@ -137,7 +140,7 @@ def test_restore_into_new_member_equals_source_at_snapshot_revision(
 def test_second_restore_is_a_no_op(
     etcd_source: EtcdServer, repo: Repository, tmp_path: Path, lab_root: Path, stop_restored: list
 ) -> None:
-    ctx = repo.restore_context(backup(repo, settings_of(etcd_source)).id, "etcd")
+    ctx = PluginRestoreContext(repo, backup(repo, settings_of(etcd_source)), "etcd")
     target = target_for(tmp_path, lab_root)
     first = plugin.restore(ctx, target, {})
     stop_restored.append(first.details)
@@ -153,7 +156,7 @@ def test_second_restore_is_a_no_op(
 def test_restore_restarts_a_stopped_member_without_touching_its_data(
     etcd_source: EtcdServer, repo: Repository, tmp_path: Path, lab_root: Path, stop_restored: list
 ) -> None:
-    ctx = repo.restore_context(backup(repo, settings_of(etcd_source)).id, "etcd")
+    ctx = PluginRestoreContext(repo, backup(repo, settings_of(etcd_source)), "etcd")
     target = target_for(tmp_path, lab_root)
     first = plugin.restore(ctx, target, {})
     EtcdServer.from_state(dict(first.details["server"])).stop()
@@ -164,7 +167,7 @@ def test_restore_restarts_a_stopped_member_without_touching_its_data(
 
 
 def test_restore_refuses_a_non_empty_data_dir(etcd_source: EtcdServer, repo: Repository, tmp_path: Path) -> None:
-    ctx = repo.restore_context(backup(repo, settings_of(etcd_source)).id, "etcd")
+    ctx = PluginRestoreContext(repo, backup(repo, settings_of(etcd_source)), "etcd")
     data_dir = tmp_path / "host" / "occupied"
     data_dir.mkdir(parents=True)
     (data_dir / "precious").write_text("keep me")
@@ -177,8 +180,8 @@ def test_restore_refuses_a_non_empty_data_dir(etcd_source: EtcdServer, repo: Rep
 def test_restore_refuses_a_data_dir_holding_another_backup(
     etcd_source: EtcdServer, repo: Repository, tmp_path: Path
 ) -> None:
-    first = repo.restore_context(backup(repo, settings_of(etcd_source)).id, "etcd")
-    second = repo.restore_context(backup(repo, settings_of(etcd_source)).id, "etcd")
+    first = PluginRestoreContext(repo, backup(repo, settings_of(etcd_source)), "etcd")
+    second = PluginRestoreContext(repo, backup(repo, settings_of(etcd_source)), "etcd")
     target = {"data_dir": str(tmp_path / "data")}
     assert plugin.restore(first, target, {}).changed
     with pytest.raises(UsageError, match=f"holds backup {first.backup_id}"):
@@ -187,7 +190,7 @@ def test_restore_refuses_a_data_dir_holding_another_backup(
 
 def test_restore_into_an_existing_empty_dir(etcd_source: EtcdServer, repo: Repository, tmp_path: Path) -> None:
     """An empty data dir may be a mount point: the data is moved in, the dir itself is not replaced."""
-    ctx = repo.restore_context(backup(repo, settings_of(etcd_source)).id, "etcd")
+    ctx = PluginRestoreContext(repo, backup(repo, settings_of(etcd_source)), "etcd")
     data_dir = tmp_path / "mounted"
     data_dir.mkdir()
     inode = data_dir.stat().st_ino
@@ -198,7 +201,7 @@ def test_restore_into_an_existing_empty_dir(etcd_source: EtcdServer, repo: Repos
 
 
 def test_bump_revision_is_detected_and_recorded(etcd_source: EtcdServer, repo: Repository, tmp_path: Path) -> None:
-    ctx = repo.restore_context(backup(repo, settings_of(etcd_source)).id, "etcd")
+    ctx = PluginRestoreContext(repo, backup(repo, settings_of(etcd_source)), "etcd")
     supported = bump_supported(etcd_binary("etcdutl"))
     result = plugin.restore(ctx, {"data_dir": str(tmp_path / "a")}, {})
     bump = result.details["bump_revision"]
@@ -217,7 +220,7 @@ def test_verify_notices_a_target_that_differs(
     etcd_source: EtcdServer, repo: Repository, tmp_path: Path, lab_root: Path, stop_restored: list
 ) -> None:
     source = settings_of(etcd_source)
-    ctx = repo.restore_context(backup(repo, source).id, "etcd")
+    ctx = PluginRestoreContext(repo, backup(repo, source), "etcd")
     target = target_for(tmp_path, lab_root, compare_with=source)
     result = plugin.restore(ctx, target, {})
     stop_restored.append(result.details)
@@ -233,7 +236,7 @@ def test_dependencies_name_the_store_the_new_member_and_nothing_of_the_old_clust
     etcd_source: EtcdServer, repo: Repository, tmp_path: Path
 ) -> None:
     manifest = backup(repo, settings_of(etcd_source))
-    ctx = repo.restore_context(manifest.id, "etcd")
+    ctx = PluginRestoreContext(repo, manifest, "etcd")
     target = {"data_dir": str(tmp_path / "d"), "peer_url": "http://10.1.2.3:2380", "client_url": "http://10.1.2.3:2379"}
     deps = restore_dependencies(repo, plugin, manifest, target)
     addresses = {(d.kind, d.address) for d in deps}
@@ -255,7 +258,7 @@ def test_tls_round_trip(
     source = settings_of(etcd_tls_source)
     assert source["endpoints"].startswith("https://") and source["cert"]
     manifest = backup(repo, source)
-    ctx = repo.restore_context(manifest.id, "etcd")
+    ctx = PluginRestoreContext(repo, manifest, "etcd")
     target = target_for(tmp_path, lab_root, tls=True, compare_with=source)
     result = plugin.restore(ctx, target, {})
     stop_restored.append(result.details)
@@ -269,7 +272,7 @@ def test_tls_round_trip(
 
 def test_tls_without_client_certificate_is_a_clear_source_error(etcd_tls_source: EtcdServer, repo: Repository) -> None:
     source = {"endpoints": etcd_tls_source.client_url, "cacert": etcd_tls_source.tls_ca}
-    with repo.begin_backup() as session, pytest.raises(SourceError) as err:
+    with BackupSession(repo) as session, pytest.raises(SourceError) as err:
         plugin.backup(source, session.context_for("etcd"))
     assert "TLS" in err.value.message and etcd_tls_source.client_url in err.value.message
     assert "ETCD_CERT" in (err.value.hint or "")
@@ -291,7 +294,7 @@ def test_tls_with_the_wrong_ca_is_a_clear_source_error(etcd_tls_source: EtcdServ
 def test_etcd_down_is_a_quick_one_line_source_error(repo: Repository) -> None:
     url = f"http://127.0.0.1:{process.free_port()}"
     started = time.monotonic()
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         outcome = session.run_plugin(plugin, {"endpoints": url})
         manifest = session.commit()
     assert time.monotonic() - started < 3
@@ -304,7 +307,7 @@ def test_etcd_down_is_a_quick_one_line_source_error(repo: Repository) -> None:
 def test_etcd_that_never_answers_times_out(repo: Repository) -> None:
     with socket_that_never_answers() as port:
         started = time.monotonic()
-        with repo.begin_backup() as session, pytest.raises(SourceError, match="unreachable: no answer"):
+        with BackupSession(repo) as session, pytest.raises(SourceError, match="unreachable: no answer"):
             plugin.backup({"endpoints": f"127.0.0.1:{port}", "timeout": 1}, session.context_for("etcd"))
         assert time.monotonic() - started < 5
 
@@ -320,7 +323,7 @@ def test_corrupted_snapshot_stream_is_an_integrity_error(
     etcd_source: EtcdServer, corrupting_proxy: CorruptingProxy, repo: Repository
 ) -> None:
     source = {"endpoints": f"http://127.0.0.1:{corrupting_proxy.port}"}
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         with pytest.raises(IntegrityError, match="does not match the SHA-256 etcd appended"):
             plugin.backup(source, session.context_for("etcd"))
         assert corrupting_proxy.corrupted.is_set()
@@ -331,14 +334,14 @@ def test_restore_rejects_a_snapshot_whose_embedded_hash_is_wrong(
     etcd_source: EtcdServer, repo: Repository, tmp_path: Path
 ) -> None:
     """A snapshot damaged before it reached the store: the store's own hash is fine, etcd's is not."""
-    good = repo.restore_context(backup(repo, settings_of(etcd_source)).id, "etcd")
+    good = PluginRestoreContext(repo, backup(repo, settings_of(etcd_source)), "etcd")
     with good.open("snapshot.db") as src:
         data = bytearray(src.read())
     data[4096] ^= 0x01
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         with session.context_for("etcd").artifact("snapshot.db", sensitive=True) as sink:
             sink.write(bytes(data))
-        bad = repo.restore_context(session.commit().id, "etcd")
+        bad = PluginRestoreContext(repo, session.commit(), "etcd")
     host = tmp_path / "host"
     with pytest.raises(IntegrityError, match="SHA-256 etcd appended"):
         plugin.restore(bad, {"data_dir": str(host / "data")}, {})

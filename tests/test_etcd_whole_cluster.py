@@ -32,6 +32,7 @@ from drtool.lab.kube_seed import secret_value
 from drtool.lab.lab import Lab
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
+from drtool.repo.writer import BackupSession
 from drtool.restore import RestoreOutcome, run_restore
 from tests.fixtures.core import PASSPHRASE
 from tests.fixtures.kube import KubeLab
@@ -78,7 +79,7 @@ def rebuilt(kube_source: KubeLab, tmp_path_factory: pytest.TempPathFactory) -> I
     token = mint_token(kube_source)
     before = kube_source.list_objects()
     repo = Repository.init(LocalBackend(work / "store"), passphrase=PASSPHRASE)
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         assert session.run_plugin(plugin, settings_of(kube_source.etcd)).status == "ok"
         manifest = session.commit()
     target = {"data_dir": str(work / "etcd-data"), "name": "rebuilt-0", "start": True, "lab_dir": str(work / "lab")}

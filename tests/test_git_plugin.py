@@ -25,6 +25,7 @@ from drtool.errors import UsageError
 from drtool.plugin.contract import LabSupport
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
+from drtool.repo.writer import BackupSession
 from drtool.restore import restore_dependencies, run_restore
 from tests.fixtures.core import Cli, assert_clean_error
 
@@ -32,7 +33,7 @@ plugin = GitPlugin()
 
 
 def backup(repo: Repository, settings: dict[str, Any]) -> Manifest:
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         outcome = session.run_plugin(plugin, settings)
         assert outcome.status == "ok", outcome.error
         return session.commit()
@@ -156,7 +157,7 @@ def test_lfs_objects_round_trip(repo: Repository, tmp_path: Path) -> None:
 
 
 def test_unreachable_remote_and_bad_settings_fail_cleanly(repo: Repository) -> None:
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         outcome = session.run_plugin(plugin, {"url": "git://127.0.0.1:1/gone.git"})
     assert outcome.status == "failed" and "unable to connect" in outcome.error
     with pytest.raises(UsageError, match="must not carry a password"):

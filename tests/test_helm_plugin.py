@@ -28,6 +28,7 @@ from drtool.plugin.toolkit.kube.client import KubeClient
 from drtool.plugin.toolkit.kube.settings import Connection
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
+from drtool.repo.writer import BackupSession
 from drtool.restore import run_restore
 from tests.fixtures.kube import KubeLab, start_kube_lab
 from tests.fixtures.registry import RegistryLab
@@ -68,7 +69,7 @@ def helm_source(lab_root: Path, registry_source: RegistryLab) -> Iterator[dict[s
 
 
 def backup(repo: Repository, source: dict[str, Any]) -> Manifest:
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         outcome = session.run_plugin(plugin, source)
         assert outcome.status == "ok", outcome.error
         return session.commit()
@@ -157,6 +158,6 @@ def test_releases_need_a_cluster_and_nothing_is_half_written(
 
 def test_bad_repository_fails_the_backup(repo: Repository) -> None:
     port = process.free_port()  # nothing listens there
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         outcome = session.run_plugin(plugin, {"repositories": [f"http://127.0.0.1:{port}/"]})
     assert outcome.status == "failed" and "unreachable" in outcome.error

@@ -13,6 +13,7 @@ from drtool_plugins.images import ImagesPlugin
 from drtool.lab.lab import Lab
 from drtool.rehearsal.target import lab_target, seed_sources
 from drtool.repo.repository import Repository
+from drtool.repo.writer import BackupSession
 from drtool.restore import run_restore
 
 
@@ -23,7 +24,7 @@ def test_seed_backup_restore_into_lab_target(repo: Repository, lab_root: Path) -
     try:
         sources = seed_sources(source_lab, plugins)
         assert len(sources["images"]["images"]) == 3 and len(sources["helm"]["oci_charts"]) == 3
-        with repo.begin_backup() as session:
+        with BackupSession(repo) as session:
             for plugin in plugins:
                 assert session.run_plugin(plugin, sources[plugin.name]).status == "ok"
             manifest = session.commit()

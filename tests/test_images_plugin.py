@@ -22,6 +22,8 @@ from drtool.plugin.toolkit.oci.registry import ACCEPT
 from drtool.repo import layout
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
+from drtool.repo.restore_context import PluginRestoreContext
+from drtool.repo.writer import BackupSession
 from drtool.restore import run_restore
 from tests.fixtures.kube import lab_name
 from tests.fixtures.registry import RegistryLab, start_registry
@@ -30,7 +32,7 @@ plugin = ImagesPlugin()
 
 
 def backup(repo: Repository, source: dict[str, Any]) -> Manifest:
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         outcome = session.run_plugin(plugin, source)
         assert outcome.status == "ok", outcome.error
         return session.commit()
@@ -113,7 +115,7 @@ def test_verify_fails_when_target_lost_a_manifest(
     digest = src.pushed["model"].digest
     resp = requests.delete(f"http://{dst.host}/v2/ai/models/llm/manifests/{digest}", timeout=10)
     assert resp.status_code == 202
-    ctx = repo.restore_context(manifest.id, "images")
+    ctx = PluginRestoreContext(repo, manifest, "images")
     checks = plugin.verify(ctx, {"registry": dst.host}, {})
     assert not checks[0].ok and "missing" in checks[0].detail
 
@@ -128,7 +130,9 @@ def test_registry_map_and_unmapped_host(
     assert requests.get(f"http://{dst.host}/v2/_catalog", timeout=10).json()["repositories"] == []
     outcome = run_restore(repo, manifest, plugin, {"registry_map": f"{src.host}={dst.host}"})
     assert outcome.verified
-    deps = plugin.dependencies(repo.restore_context(manifest.id, "images"), {"registry_map": f"{src.host}={dst.host}"})
+    deps = plugin.dependencies(
+        PluginRestoreContext(repo, manifest, "images"), {"registry_map": f"{src.host}={dst.host}"}
+    )
     assert [d.address for d in deps] == [dst.host]
 
 
@@ -188,7 +192,7 @@ def test_damaged_backup_leaves_no_image_visible(
 
 
 def test_missing_image_fails_the_backup_cleanly(repo: Repository, registry_source: RegistryLab) -> None:
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         outcome = session.run_plugin(plugin, {"images": [f"{registry_source.host}/no/such:1"]})
     assert outcome.status == "failed" and "not found" in outcome.error
 
@@ -207,5 +211,5 @@ def test_registries_filter_skips_unreachable_hosts(repo: Repository, registry_so
 
 
 def _read(repo: Repository, manifest: Manifest, name: str) -> list[bytes]:
-    with repo.restore_context(manifest.id, "images").open(name) as src:
+    with PluginRestoreContext(repo, manifest, "images").open(name) as src:
         return [src.read()]

@@ -18,6 +18,7 @@ from kubernetes import client as k8s
 
 from drtool.plugin.toolkit.kube.references import map_images
 from drtool.repo.repository import Repository
+from drtool.repo.writer import BackupSession
 from drtool.restore import run_restore
 from tests.fixtures.kube import KubeLab, start_kube_lab
 from tests.fixtures.registry import RegistryLab
@@ -65,7 +66,7 @@ def test_workload_images_copied_and_workloads_repointed(
     trainer = f"{src.host}/ai/trainer@{src.pushed['trainer'].digest}"
     _deploy(kube_target, trainer, src.ref("app0"))
     source = {"kubeconfig": kube_target.kubeconfig, "registries": "127.0.0.1:*"}
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         assert session.run_plugin(ImagesPlugin(), source).status == "ok"
         k8s_source = {"kubeconfig": kube_target.kubeconfig, "include_namespaces": ["ml"]}
         assert session.run_plugin(KubernetesPlugin(), k8s_source).status == "ok"

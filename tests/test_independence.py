@@ -32,6 +32,7 @@ from drtool.plans.schema import Plan
 from drtool.plugin.toolkit.kube.references import dns_forwarders, references
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
+from drtool.repo.writer import BackupSession
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
 from tests.fixtures.kube import KubeLab, start_kube_lab
 
@@ -188,7 +189,7 @@ def backed(lab_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         # drtool has no Vault transit slot yet; its record is what the analysis reads (kind, holder address)
         transit = {"name": "vault-transit", "address": TRANSIT_VAULT, "key": "drtool"}
         repo.add_slot(KeySlot("7ea25175", "vault-transit", "vault transit", "2026-11-29T00:00:00Z", transit, ""))
-        with repo.begin_backup() as session:
+        with BackupSession(repo) as session:
             outcome = session.run_plugin(KubernetesPlugin(), {"kubeconfig": kube.kubeconfig})
             assert outcome.status == "ok", outcome.error
             manifest = session.commit()

@@ -12,26 +12,26 @@ from tests.fixtures.core import PASSPHRASE
 
 
 def test_passphrase_opens_and_wrong_one_fails(repo: Repository) -> None:
-    assert Repository.open(repo.backend, Credentials(passphrase=PASSPHRASE)).key.secret == repo.key.secret
+    assert Repository.open(repo.backend, Credentials(passphrase=PASSPHRASE)).key == repo.key
     with pytest.raises(WrongKey, match="no key slot"):
         Repository.open(repo.backend, Credentials(passphrase="not the passphrase"))
 
 
 def test_keyfile_slot(repo: Repository) -> None:
     text, secret = slots.new_keyfile_text()
-    repo.add_slot(slots.keyfile_slot(repo.key, repo.config.store_id, secret))
+    repo.add_slot(slots.keyfile_slot(repo.key, secret))
     parsed = slots.parse_keyfile(text, "kf")
-    assert Repository.open(repo.backend, Credentials(keyfile_secret=parsed)).key.secret == repo.key.secret
+    assert Repository.open(repo.backend, Credentials(keyfile_secret=parsed)).key == repo.key
     _, other = slots.new_keyfile_text()
     with pytest.raises(WrongKey):
         Repository.open(repo.backend, Credentials(keyfile_secret=other))
 
 
 def test_recovery_shares_threshold_and_revocation(repo: Repository) -> None:
-    slot, shares = slots.recovery_slot(repo.key, repo.config.store_id, 3, 5)
+    slot, shares = slots.recovery_slot(repo.key, 3, 5)
     repo.add_slot(slot)
     opened = Repository.open(repo.backend, Credentials(shares=(shares[4], shares[0], shares[2])))
-    assert opened.key.secret == repo.key.secret
+    assert opened.key == repo.key
     with pytest.raises(WrongKey, match="needs 3"):
         Repository.open(repo.backend, Credentials(shares=tuple(shares[:2])))
     repo.remove_slot(slot.id)
@@ -43,7 +43,7 @@ def test_shares_from_another_store_are_refused(repo: Repository, tmp_path) -> No
     from drtool.backends.local import LocalBackend
 
     other = Repository.init(LocalBackend(tmp_path / "other"), passphrase=PASSPHRASE)
-    slot, shares = slots.recovery_slot(other.key, other.config.store_id, 2, 3)
+    slot, shares = slots.recovery_slot(other.key, 2, 3)
     other.add_slot(slot)
     with pytest.raises(WrongKey, match="another store"):
         Repository.open(repo.backend, Credentials(shares=tuple(shares)))
@@ -80,5 +80,5 @@ def test_slot_is_bound_to_its_store(repo: Repository, tmp_path) -> None:
 def test_no_secret_in_slot_or_config(repo: Repository) -> None:
     for name in repo.backend.list(""):
         blob = repo.backend.get(name)
-        assert repo.key.secret not in blob
+        assert repo.key._secret not in blob
         assert PASSPHRASE.encode() not in blob

@@ -25,6 +25,8 @@ from drtool.plugin.toolkit.kube.order import PRIORITIES, levels
 from drtool.plugin.toolkit.kube.skips import SKIPPED_RESOURCES
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
+from drtool.repo.restore_context import PluginRestoreContext
+from drtool.repo.writer import BackupSession
 from drtool.restore import restore_dependencies, run_restore
 from tests.fixtures.core import PASSPHRASE
 from tests.fixtures.kube import KubeLab, lab_name, start_kube_lab
@@ -41,7 +43,7 @@ def settings(kube: KubeLab, **extra: Any) -> dict[str, Any]:
 
 
 def backup(repo: Repository, server: KubeLab, **filters: Any) -> Manifest:
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         outcome = session.run_plugin(plugin, settings(server, **filters))
         assert outcome.status == "ok", outcome.error
         return session.commit()
@@ -59,7 +61,7 @@ def items(server: KubeLab, path: str) -> list[dict[str, Any]]:
 
 
 def records(repo: Repository, manifest: Manifest, artifact: str) -> list[dict[str, Any]]:
-    ctx = repo.restore_context(manifest.id, "kubernetes")
+    ctx = PluginRestoreContext(repo, manifest, "kubernetes")
     with ctx.open(artifact) as src:
         return [json.loads(line) for line in src.read().splitlines() if line]
 
@@ -206,7 +208,7 @@ def test_unchanged_cluster_gives_identical_bytes(
 
 
 def test_backup_works_with_a_read_only_identity(repo: Repository, kube_source: KubeLab) -> None:
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         outcome = session.run_plugin(plugin, {"kubeconfig": kube_source.readonly_kubeconfig})
     assert outcome.status == "ok", outcome.error
     assert outcome.meta["objects"] > 100
@@ -381,7 +383,7 @@ def test_verify_shows_a_readable_diff(
         body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"mixed_precision": "fp32"}}
         s.put(target.apiserver.url + path, json=body, timeout=30).raise_for_status()
     try:
-        ctx = module_repo.restore_context(full_backup.id, "kubernetes")
+        ctx = PluginRestoreContext(module_repo, full_backup, "kubernetes")
         checks = plugin.verify(ctx, settings(target), {})
         (bad,) = failed(checks)
         assert bad.name == "kubernetes: configmaps"
@@ -523,7 +525,7 @@ def test_unreachable_api_server_is_one_clear_line(repo: Repository, tmp_path: Pa
         "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "gone"}}],
     }  # fmt: skip
     (tmp_path / "kubeconfig").write_text(json.dumps(config))
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         outcome = session.run_plugin(plugin, {"kubeconfig": str(tmp_path / "kubeconfig")})
     assert outcome.status == "failed" and "https://127.0.0.1:9 unreachable" in outcome.error
     assert "Connection refused" in outcome.error

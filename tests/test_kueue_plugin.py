@@ -32,6 +32,8 @@ from drtool.errors import UsageError
 from drtool.plugin.contract import Plugin
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
+from drtool.repo.restore_context import PluginRestoreContext
+from drtool.repo.writer import BackupSession
 from drtool.restore import RestoreOutcome, restore_dependencies, run_restore
 from tests.fixtures.core import PASSPHRASE, Cli
 from tests.fixtures.kube import KubeLab, start_kube_lab
@@ -62,7 +64,7 @@ def settings(kube: KubeLab) -> dict[str, Any]:
 
 
 def backup(repo: Repository, kube: KubeLab) -> Manifest:
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         outcome = session.run_plugin(plugin, settings(kube))
         assert outcome.status == "ok", outcome.error
         return session.commit()
@@ -283,7 +285,7 @@ def test_restore_repairs_drift_and_verify_saw_it(
     module_repo: Repository, seeded_backup: Manifest, kueue_target: KubeLab, kube_source: KubeLab
 ) -> None:
     """After the diff test: verify alone reports the changed quota; a restore puts the backup's back."""
-    ctx = module_repo.restore_context(seeded_backup.id, "kueue")
+    ctx = PluginRestoreContext(module_repo, seeded_backup, "kueue")
     quota = next(c for c in plugin.verify(ctx, settings(kueue_target), {}) if c.name == "kueue: quotas")
     assert not quota.ok and "ClusterQueue cq-nlp h100/nvidia.com/gpu: changed (nominalQuota 16 → 12)" in quota.detail
     outcome = run_restore(module_repo, seeded_backup, plugin, settings(kueue_target), options=SEED_ALLOW)

@@ -16,6 +16,7 @@ from drtool.errors import DrtoolError
 from drtool.repo import layout
 from drtool.repo.lock import LockInfo, LockLost, StoreLocked, acquire, list_locks, read_lock, remove_stale_locks
 from drtool.repo.repository import Repository
+from drtool.repo.writer import BackupSession
 from tests.fixtures.core import PASSPHRASE
 
 
@@ -107,7 +108,7 @@ def test_lock_from_another_store_does_not_authenticate(store: Repository, tmp_pa
 
 
 def test_backup_takes_a_shared_lock_and_a_lost_lock_publishes_nothing(store: Repository) -> None:
-    session = store.begin_backup(backup_set="s")
+    session = BackupSession(store, backup_set="s")
     with session:
         [lock] = list_locks(store)
         assert lock.kind == "shared" and lock.owner == f"backup s {session.backup_id}"
@@ -120,7 +121,7 @@ def test_backup_takes_a_shared_lock_and_a_lost_lock_publishes_nothing(store: Rep
     assert list_locks(store) == []
     # and while a prune holds the store, a backup waits, then gives up with a clear error
     with acquire(store, "exclusive", "prune"), pytest.raises(StoreLocked):
-        store.begin_backup(lock_wait=0.5)
+        BackupSession(store, lock_wait=0.5)
 
 
 def test_store_locked_is_a_clean_drtool_error(store: Repository) -> None:

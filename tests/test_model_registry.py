@@ -24,6 +24,8 @@ from drtool_plugins.model_registry import ModelRegistryPlugin
 from drtool.errors import SourceError, UsageError
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
+from drtool.repo.restore_context import PluginRestoreContext
+from drtool.repo.writer import BackupSession
 from drtool.restore import RestoreOutcome, restore_dependencies, run_restore
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
 from tests.fixtures.mlflow import MlflowLab, start_mlflow_lab
@@ -52,7 +54,7 @@ def with_env(env: dict[str, str]) -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def seeded_backup(module_repo: Repository, mlflow_source: MlflowLab) -> Manifest:
-    with module_repo.begin_backup() as session:
+    with BackupSession(module_repo) as session:
         outcome = session.run_plugin(plugin, mlflow_source.settings)
         assert outcome.status == "ok", outcome.error
         return session.commit()
@@ -179,7 +181,7 @@ def test_verify_catches_a_tampered_file_and_a_restore_repairs_it(
         if o["Key"].endswith("weights.json")
     )
     s3.put_object(Bucket=target.server.bucket, Key=key, Body=b'{"weights": [666]}')
-    ctx = module_repo.restore_context(seeded_backup.id, plugin.name)
+    ctx = PluginRestoreContext(module_repo, seeded_backup, plugin.name)
     checks = {c.name: c for c in plugin.verify(ctx, target.settings, {})}
     assert not checks["artifact checksums"].ok and key.split("/", 1)[1] in checks["artifact checksums"].detail
     dry = run_restore(module_repo, seeded_backup, plugin, target.settings, options={"dry_run": True})
@@ -208,7 +210,7 @@ def test_mlflow_down_is_a_clear_source_error(repo: Repository, cli: Cli, tmp_pat
     down = {"url": f"http://127.0.0.1:{free_port()}"}
     with pytest.raises(SourceError, match="unreachable"):
         plugin.discover(down)
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         outcome = session.run_plugin(plugin, down)
     assert outcome.status == "failed" and "unreachable" in (outcome.error or "")
     assert not [a for a in session.artifacts if a.plugin == plugin.name]

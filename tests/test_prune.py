@@ -18,6 +18,7 @@ from drtool.repo import layout
 from drtool.repo.check import check
 from drtool.repo.lock import StoreLocked, acquire
 from drtool.repo.repository import Repository
+from drtool.repo.writer import BackupSession
 from drtool.retention import RetentionPolicy
 from tests.fixtures.core import PASSPHRASE
 
@@ -72,7 +73,7 @@ def test_prune_forgets_per_set_and_collects_only_unreferenced_chunks(store: Repo
 
 def test_orphans_of_an_abandoned_backup_are_collected(store: Repository, tmp_path: Path) -> None:
     keep = backup_files(store, tmp_path / "k", os.urandom(100_000), "s")
-    with store.begin_backup(backup_set="s") as session, session.context_for("files").artifact("x") as sink:
+    with BackupSession(store, backup_set="s") as session, session.context_for("files").artifact("x") as sink:
         sink.write(os.urandom(300_000))  # chunks stored, manifest never written: the process "died"
     orphans = set(store.chunk_ids()) - chunks_of(store, keep)
     assert orphans
@@ -84,7 +85,7 @@ def test_orphans_of_an_abandoned_backup_are_collected(store: Repository, tmp_pat
 def test_unreadable_manifest_stops_the_sweep(store: Repository, tmp_path: Path) -> None:
     backup_files(store, tmp_path / "k", os.urandom(100_000), "s")
     store.backend.put(layout.manifest("20200101T000000Z-abcdef"), b"not a manifest")
-    with store.begin_backup() as session, session.context_for("files").artifact("x") as sink:
+    with BackupSession(store) as session, session.context_for("files").artifact("x") as sink:
         sink.write(os.urandom(100_000))
     before = set(store.chunk_ids())
     report = prune(store, {"s": RetentionPolicy(keep_last=1)})

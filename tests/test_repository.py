@@ -13,10 +13,12 @@ from drtool.errors import IntegrityError, NotFound
 from drtool.repo import layout
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
+from drtool.repo.restore_context import PluginRestoreContext
+from drtool.repo.writer import BackupSession
 
 
 def _backup(repo: Repository, artifacts: dict[str, bytes], piece: int = 65536) -> Manifest:
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         ctx = session.context_for("test")
         for name, data in artifacts.items():
             with ctx.artifact(name, meta={"n": len(data)}) as sink:
@@ -26,7 +28,7 @@ def _backup(repo: Repository, artifacts: dict[str, bytes], piece: int = 65536) -
 
 
 def _read(repo: Repository, backup_id: str, name: str) -> bytes:
-    with repo.restore_context(backup_id, "test").open(name) as source:
+    with PluginRestoreContext(repo, repo.find_backup(backup_id), "test").open(name) as source:
         return source.read()
 
 
@@ -73,7 +75,7 @@ def test_compressible_data_is_compressed_and_chunk_ids_are_keyed(repo: Repositor
 
 
 def test_failed_artifact_leaves_no_visible_backup(repo: Repository) -> None:
-    with pytest.raises(RuntimeError), repo.begin_backup() as session, session.context_for("test").artifact("x") as sink:
+    with pytest.raises(RuntimeError), BackupSession(repo) as session, session.context_for("test").artifact("x") as sink:
         sink.write(os.urandom(5 * 1024 * 1024))
         raise RuntimeError("source died")
     assert repo.backup_ids() == []
@@ -118,7 +120,7 @@ def test_flipped_byte_in_manifest_and_foreign_manifest(repo: Repository, tmp_pat
 def test_missing_chunk_fails_preflight_before_any_read(repo: Repository) -> None:
     manifest = _backup(repo, {"x": os.urandom(3 * 1024 * 1024)})
     repo.backend.delete(layout.chunk(manifest.artifacts[0].chunks[-1][0]))
-    ctx = repo.restore_context(manifest.id, "test")
+    ctx = PluginRestoreContext(repo, manifest, "test")
     with pytest.raises(IntegrityError, match="missing 1 chunk"):
         ctx.preflight()
 
@@ -138,7 +140,7 @@ def test_unknown_backup_and_latest(repo: Repository) -> None:
 def test_artifact_names_are_checked(repo: Repository) -> None:
     from drtool.errors import UsageError
 
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         ctx = session.context_for("test")
         for bad in ("../escape", "/abs", ""):
             with pytest.raises(UsageError), ctx.artifact(bad):
@@ -153,7 +155,7 @@ def test_an_interrupted_write_surfaces_its_own_error(repo: Repository) -> None:
         pass
 
     data = os.urandom(20 * 1024 * 1024)
-    with pytest.raises(Interrupted), repo.begin_backup() as session:
+    with pytest.raises(Interrupted), BackupSession(repo) as session:
         ctx = session.context_for("files")
         with ctx.artifact("a") as sink:
             chunker = sink._chunker  # type: ignore[attr-defined]

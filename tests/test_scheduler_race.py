@@ -21,6 +21,7 @@ import yaml
 from drtool.backends import open_backend
 from drtool.crypto.credentials import Credentials
 from drtool.repo.repository import Repository
+from drtool.repo.restore_context import PluginRestoreContext
 from tests.fixtures.core import PASSPHRASE, Cli
 
 RUNS = 10  # per scheduler; each run ends with a prune of its set
@@ -97,7 +98,7 @@ def test_two_schedulers_and_a_prune_race_on_one_minio_store(s3_store_url: str, m
         assert set(made[s][-2:]) <= present, (s, made[s], present)  # what retention keeps is never lost
         assert {b for b in present if repo.get_manifest(b).backup_set == s} == set(made[s][-2:])
     for backup_id in present:  # each survivor reads back whole: every chunk, length and SHA-256
-        ctx = repo.restore_context(backup_id, "files")
+        ctx = PluginRestoreContext(repo, repo.find_backup(backup_id), "files")
         with ctx.open("files.tar") as reader:
             while reader.read(1 << 20):
                 pass

@@ -15,8 +15,11 @@ import pytest
 
 from drtool.backends import open_backend
 from drtool.crypto.credentials import Credentials
+from drtool.crypto.master import CHUNK, KEY_SLOT, LOCK, MANIFEST, aad
+from drtool.errors import IntegrityError
 from drtool.repo.lock import list_locks
 from drtool.repo.repository import Repository
+from drtool.repo.restore_context import PluginRestoreContext
 
 STORE = Path(__file__).parent / "data" / "store-v1"
 PASSPHRASE = "v1 store passphrase"
@@ -41,7 +44,20 @@ def test_a_v1_store_reads_back(v1: Repository) -> None:
     manifest = v1.get_manifest(BACKUP_ID)
     assert manifest.backup_set == "v1" and manifest.tags == ["fixture"]
     assert manifest.plugins["test"].meta == {"kind": "fixture"}
-    with v1.restore_context(BACKUP_ID, "test").open("data.bin") as source:
+    with PluginRestoreContext(v1, v1.find_backup(BACKUP_ID), "test").open("data.bin") as source:
         assert source.read() == _data()
     (lock,) = list_locks(v1)
     assert lock.error is None and lock.owner == "fixture holder" and lock.kind == "shared"
+
+
+def test_what_is_sealed_now_binds_the_v1_associated_data(v1: Repository) -> None:
+    """docs/store-format.md: every sealed object is bound to ``drtool-<kind>-v1:<store id>:<name>``."""
+    sid = v1.config.store_id
+    assert aad(CHUNK, sid, "ab" * 32) == f"drtool-chunk-v1:{sid}:{'ab' * 32}".encode()
+    assert aad(MANIFEST, sid, BACKUP_ID) == f"drtool-manifest-v1:{sid}:{BACKUP_ID}".encode()
+    assert aad(LOCK, sid, "x") == f"drtool-lock-v1:{sid}:x".encode()
+    assert aad(KEY_SLOT, sid, "5dce3a57") == f"drtool-keyslot-v1:{sid}:5dce3a57".encode()
+    blob = v1.key.seal(MANIFEST, BACKUP_ID, b"payload")
+    assert v1.key.unseal(MANIFEST, BACKUP_ID, blob) == b"payload"
+    with pytest.raises(IntegrityError, match=r"lock .* failed authentication"):
+        v1.key.unseal(LOCK, BACKUP_ID, blob)  # another kind of object under the same name

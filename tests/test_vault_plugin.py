@@ -21,6 +21,7 @@ from drtool.errors import UsageError, WrongKey
 from drtool.lab.components.openbao import OpenBaoServer, health
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
+from drtool.repo.writer import BackupSession
 from drtool.restore import restore_dependencies, run_restore
 from tests.fixtures.core import Cli, assert_clean_error
 
@@ -29,7 +30,7 @@ Source = tuple[OpenBaoServer, dict[str, Any]]
 
 
 def backup(repo: Repository, settings: dict[str, Any]) -> Manifest:
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         outcome = session.run_plugin(plugin, settings)
         assert outcome.status == "ok", outcome.error
         return session.commit()
@@ -137,7 +138,7 @@ def test_kv_restore_into_an_existing_vault(repo: Repository, openbao_source: Sou
 
 
 def test_unreachable_vault_and_inline_token_fail_cleanly(repo: Repository) -> None:
-    with repo.begin_backup() as session:
+    with BackupSession(repo) as session:
         outcome = session.run_plugin(plugin, {"address": "http://127.0.0.1:1", "token_env": "NO_SUCH_VAR"})
     assert outcome.status == "failed" and "127.0.0.1:1" in outcome.error
     with pytest.raises(UsageError, match="must not be written in settings"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from drtool.cli.state import console, state
+from drtool.errors import IntegrityError
 
 app = typer.Typer(
     help="The catalog: a cache of the store's backups, rebuilt from the store alone.", no_args_is_help=True
@@ -21,4 +22,6 @@ def rebuild(ctx: typer.Context) -> None:
     for backup_id, err in result.unreadable.items():
         console.print(f"[red]could not read manifest {backup_id}: {err}[/]")
     if result.unreadable:
-        raise typer.Exit(4)
+        raise IntegrityError(
+            f"{len(result.unreadable)} manifest(s) could not be read", "`drtool check` lists every damaged object"
+        )

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from drtool.cli.rehearse_cmd import print_rehearsal
 from drtool.cli.state import console, human_bytes, progress
+from drtool.errors import SourceError
 
 
 def demo(
@@ -42,4 +43,6 @@ def demo(
         console.print(f"report: {report.rehearsal.paths['html']}", highlight=False)
     console.print(f"labs, store, catalog and the passphrase file are in {report.workdir}", highlight=False)
     if not report.ok:
-        raise typer.Exit(7)
+        raise SourceError(
+            "the demo did not end as it should", f"the table above says where; its files are in {report.workdir}"
+        )

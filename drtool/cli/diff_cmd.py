@@ -13,12 +13,10 @@ from rich.table import Table
 
 from drtool.cli.state import console, print_json, state
 from drtool.cli.store_cmds import BackupArg, JsonOpt, TargetOpt, parse_pairs
-from drtool.errors import NotFound, UsageError
+from drtool.errors import Differs, NotFound, UsageError
 from drtool.plugin.contract import DiffResult, DiffSupport
 from drtool.plugin.manager import get_plugin, load_plugins
 from drtool.repo.restore_context import PluginRestoreContext
-
-DIFFERENT = 9  # exit code when the backup and the target differ (0: equal; errors keep their own codes)
 
 
 def diff(
@@ -46,7 +44,7 @@ def diff(
     result = chosen.diff(rctx, parse_pairs(target, "target"))
     _print(result, as_json)
     if not result.equal:
-        raise typer.Exit(DIFFERENT)
+        raise Differs(f"backup {rctx.backup_id} and the target differ", "the differences are listed above")
 
 
 def _print(result: DiffResult, as_json: bool) -> None:

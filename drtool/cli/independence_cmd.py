@@ -14,8 +14,8 @@ import typer
 from rich.table import Table
 
 from drtool.cli.state import console, state
+from drtool.errors import InsideFailureDomain
 
-INSIDE_DOMAIN = 10  # exit code: a needed dependency lies inside the failure domain (docs/cli.md)
 STYLE = {"inside": "bold red", "unknown": "yellow", "waived": "magenta", "independent": "green"}
 
 
@@ -60,7 +60,15 @@ def verify_independence(
     for fmt, path in paths.items():
         console.print(f"{fmt:>4}: {path}", highlight=False)
     if result.verdict == "fail":
-        raise typer.Exit(INSIDE_DOMAIN)
+        raise inside_failure_domain(independence, paths["html"])
+
+
+def inside_failure_domain(independence: dict[str, Any], report: Path) -> InsideFailureDomain:
+    """The error for a restore that needs something that dies with the failed cluster."""
+    return InsideFailureDomain(
+        f"{independence['counts']['inside']} dependency(ies) of the restore lie inside the failure domain",
+        f"read {report}; fix them or waive them in the plan (docs/independence.md)",
+    )
 
 
 def _print(independence: dict[str, Any]) -> None:

@@ -51,17 +51,16 @@ def add(
     if passphrase == bool(keyfile):
         raise UsageError("give exactly one of --passphrase or --keyfile PATH")
     repo = state(ctx).open_repo()
-    store_id = repo.config.store_id
     if keyfile:
         if keyfile.exists():
             raise UsageError(f"{keyfile} already exists", "choose a new path for the key file")
         text, secret = slots.new_keyfile_text()
-        slot = slots.keyfile_slot(repo.key, store_id, secret, label or f"key file {keyfile.name}")
+        slot = slots.keyfile_slot(repo.key, secret, label or f"key file {keyfile.name}")
         keyfile.touch(mode=0o600)
         keyfile.write_text(text)
     else:
         new = _new_passphrase()
-        slot = slots.passphrase_slot(repo.key, store_id, new, label or "passphrase")
+        slot = slots.passphrase_slot(repo.key, new, label or "passphrase")
     repo.add_slot(slot)
     console.print(f"added {slot.kind} slot {slot.id}")
 
@@ -111,7 +110,7 @@ def recovery_shares(
     if not 2 <= threshold <= count <= 16:
         raise UsageError("need 2 <= threshold <= count <= 16")
     repo = state(ctx).open_repo()
-    slot, shares = slots.recovery_slot(repo.key, repo.config.store_id, threshold, count)
+    slot, shares = slots.recovery_slot(repo.key, threshold, count)
     repo.add_slot(slot)
     text = "\n".join(shares) + "\n"
     if out:

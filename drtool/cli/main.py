@@ -22,7 +22,7 @@ from drtool.cli import (
     store_cmds,
 )
 from drtool.cli.state import AppState, console, print_json
-from drtool.errors import DrtoolError
+from drtool.errors import INTERRUPTED, DrtoolError
 
 app = typer.Typer(
     help="Disaster-recovery backup and restore for AI platforms on Kubernetes.",
@@ -95,9 +95,9 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.stderr.write("drtool: interrupted\n")
-        sys.exit(130)
+        sys.exit(INTERRUPTED)
     except typer.Abort:
-        sys.exit(130)
+        sys.exit(INTERRUPTED)
     except Exception as exc:  # usage errors arrive here too, from click or from typer's vendored copy of it
         import click
 

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from drtool.cli.independence_cmd import INSIDE_DOMAIN
+from drtool.cli.independence_cmd import inside_failure_domain
 from drtool.cli.plan_cmds import ValuesOpt, load_checked, open_plan_repo
 from drtool.cli.state import console, print_json, progress, state
 from drtool.errors import SourceError, UsageError
@@ -85,7 +85,7 @@ def rehearse(
     if not result.restored:
         raise SourceError(f"rehearsal of plan {loaded.require().name} failed", f"read {result.paths['html']}")
     if not result.independent:  # restored, but it needs something that died with the source
-        raise typer.Exit(INSIDE_DOMAIN)
+        raise inside_failure_domain(result.report["independence"], result.paths["html"])
 
 
 def print_rehearsal(report: dict) -> None:  # type: ignore[type-arg]

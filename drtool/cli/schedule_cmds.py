@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from drtool.cli.state import AppState, console, print_json, state
-from drtool.errors import PartialBackup, UsageError
+from drtool.errors import PartialBackup, Terminated, UsageError
 from drtool.plans.schema import format_duration
 
 app = typer.Typer(help="Scheduled backups of the config's backup sets (docs/scheduling.md).", no_args_is_help=True)
@@ -85,8 +85,7 @@ def run_once(
     try:
         result = runner.run(backup_set)
     except Interrupted:
-        sys.stderr.write("drtool: interrupted: the backup was abandoned, nothing was published\n")
-        raise typer.Exit(143) from None
+        raise Terminated("interrupted: the backup was abandoned, nothing was published") from None
     finally:
         if metrics_textfile:
             runner.metrics.write_textfile(metrics_textfile)

@@ -14,7 +14,7 @@ from drtool.backup import run_backup
 from drtool.cli.state import console, human_bytes, print_json, progress, state
 from drtool.config import passphrase_from_env
 from drtool.crypto.slots import new_keyfile_text
-from drtool.errors import PartialBackup, UsageError
+from drtool.errors import IntegrityError, PartialBackup, SourceError, UsageError
 from drtool.plugin.manager import get_plugin, load_plugins
 from drtool.repo.check import check as check_store
 from drtool.repo.repository import Repository
@@ -193,7 +193,7 @@ def check(
             console.print(f"{len(report.leftover_temp_files)} leftover temp file(s) from interrupted writes")
         console.print("[green]no errors[/]" if report.ok else "[red]errors found[/]")
     if not report.ok:
-        raise typer.Exit(4)
+        raise IntegrityError("the store check found errors", "restore older backups; the lines above list the damage")
 
 
 def restore(
@@ -262,7 +262,10 @@ def restore(
             mark = "[green]ok[/]" if c.ok else "[red]FAILED[/]"
             console.print(f"  {mark} {c.name}" + (f" — {c.detail}" if c.detail else ""))
     if not outcome.verified:
-        raise typer.Exit(7)
+        failed = ", ".join(c.name for c in outcome.checks if not c.ok)
+        raise SourceError(
+            f"restored {outcome.plugin}, but verification failed: {failed}", "the checks are listed above"
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -6,6 +6,10 @@ Subkeys are derived with HKDF-SHA256 so each purpose has its own key:
   not keyed BLAKE2b: SHA-NI makes it about twice as fast on current x86 and ARM servers);
 - ``chunker``: the seed of the content-defined chunker's gear table, so chunk boundaries do not
   fingerprint known files.
+
+The key also owns the associated data of everything it seals (``aad``): each sealed object is bound to its
+kind, its store and its name, so objects cannot be swapped, renamed or moved between stores without
+detection. The raw secret never leaves this object except wrapped into a key slot (``wrap``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,14 @@ from drtool.errors import IntegrityError
 MASTER_KEY_BYTES = 32
 NONCE_BYTES = 12
 SEAL_OVERHEAD = NONCE_BYTES + 16
+# kinds of sealed objects (docs/store-format.md): part of every object's associated data
+CHUNK, MANIFEST, LOCK, KEY_SLOT = "chunk", "manifest", "lock", "keyslot"
+SHOWN = {CHUNK: 12}  # characters of a name that error messages show (chunk ids are 64 hex digits)
+
+
+def aad(kind: str, store_id: str, name: str) -> bytes:
+    """``drtool-<kind>-v1:<store id>:<name>``: the associated data of a sealed object (docs/store-format.md)."""
+    return f"drtool-{kind}-v1:{store_id}:{name}".encode()
 
 
 def hkdf(secret: bytes, info: bytes, length: int = 32, salt: bytes | None = None) -> bytes:
@@ -49,25 +61,46 @@ def unseal(key: bytes, blob: bytes, aad: bytes, what: str) -> bytes:
 
 
 class MasterKey:
-    """Holds the derived subkeys; the raw secret is only kept to wrap it into new key slots."""
+    """The master key of one store: its derived subkeys, and the raw secret kept only to wrap it into slots."""
 
-    def __init__(self, secret: bytes) -> None:
+    def __init__(self, secret: bytes, store_id: str) -> None:
         if len(secret) != MASTER_KEY_BYTES:
             raise ValueError("master key must be 32 bytes")
-        self.secret = secret
-        self.aead_key = hkdf(secret, b"drtool v1 aead")
-        self.id_key = hkdf(secret, b"drtool v1 chunk ids")
+        self._secret = secret
+        self.store_id = store_id
+        self._aead_key = hkdf(secret, b"drtool v1 aead")
+        self._id_key = hkdf(secret, b"drtool v1 chunk ids")
         self.chunker_seed = int.from_bytes(hkdf(secret, b"drtool v1 chunker seed", 4), "little")
 
     @classmethod
-    def generate(cls) -> MasterKey:
-        return cls(secrets.token_bytes(MASTER_KEY_BYTES))
+    def generate(cls, store_id: str) -> MasterKey:
+        return cls(secrets.token_bytes(MASTER_KEY_BYTES), store_id)
+
+    @classmethod
+    def unwrap(cls, wrap_key: bytes, blob: bytes, store_id: str, slot_id: str) -> MasterKey:
+        """The master key a key slot holds; IntegrityError when ``wrap_key`` does not open it."""
+        return cls(unseal(wrap_key, blob, aad(KEY_SLOT, store_id, slot_id), f"key slot {slot_id}"), store_id)
+
+    def wrap(self, wrap_key: bytes, slot_id: str) -> bytes:
+        """This key sealed under a key slot's wrapping key: the one way the raw secret leaves this object."""
+        return seal(wrap_key, self._secret, aad(KEY_SLOT, self.store_id, slot_id))
+
+    def __eq__(self, other: object) -> bool:
+        """The same secret for the same store (compared in constant time)."""
+        if not isinstance(other, MasterKey):
+            return NotImplemented
+        return other.store_id == self.store_id and hmac.compare_digest(other._secret, self._secret)
+
+    __hash__ = None  # type: ignore[assignment]  # a key is not a dict key
 
     def chunk_id(self, data: bytes | memoryview) -> str:
-        return hmac.digest(self.id_key, data, "sha256").hex()
+        return hmac.digest(self._id_key, data, "sha256").hex()
 
-    def seal(self, plaintext: bytes, aad: bytes) -> bytes:
-        return seal(self.aead_key, plaintext, aad)
+    def seal(self, kind: str, name: str, data: bytes) -> bytes:
+        """``data`` sealed as the object ``name`` of ``kind`` in this key's store."""
+        return seal(self._aead_key, data, aad(kind, self.store_id, name))
 
-    def unseal(self, blob: bytes, aad: bytes, what: str) -> bytes:
-        return unseal(self.aead_key, blob, aad, what)
+    def unseal(self, kind: str, name: str, blob: bytes) -> bytes:
+        """What ``seal(kind, name, ...)`` sealed; IntegrityError when the blob was damaged, swapped or moved."""
+        shown = name[: SHOWN[kind]] if kind in SHOWN else name
+        return unseal(self._aead_key, blob, aad(kind, self.store_id, name), f"{kind} {shown}")

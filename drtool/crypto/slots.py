@@ -22,7 +22,7 @@ from typing import Any
 from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
 
 from drtool.crypto import shamir
-from drtool.crypto.master import MasterKey, hkdf, seal, unseal
+from drtool.crypto.master import MasterKey, hkdf
 from drtool.errors import IntegrityError, UsageError, WrongKey
 
 SLOT_VERSION = 1
@@ -68,10 +68,6 @@ class KeySlot:
         return info
 
 
-def _aad(store_id: str, slot_id: str) -> bytes:
-    return f"drtool-keyslot-v1:{store_id}:{slot_id}".encode()
-
-
 def _argon2(passphrase: str, salt: bytes, params: dict[str, Any]) -> bytes:
     return Argon2id(
         salt=salt,
@@ -82,51 +78,45 @@ def _argon2(passphrase: str, salt: bytes, params: dict[str, Any]) -> bytes:
     ).derive(passphrase.encode())
 
 
-def _make_slot(
-    kind: str, label: str, kdf: dict[str, Any], wrap_key: bytes, master: MasterKey, store_id: str
-) -> KeySlot:
+def _make_slot(kind: str, label: str, kdf: dict[str, Any], wrap_key: bytes, master: MasterKey) -> KeySlot:
     slot_id = secrets.token_hex(4)
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    wrapped = seal(wrap_key, master.secret, _aad(store_id, slot_id))
-    return KeySlot(slot_id, kind, label, now, kdf, _b64(wrapped))
+    return KeySlot(slot_id, kind, label, now, kdf, _b64(master.wrap(wrap_key, slot_id)))
 
 
-def passphrase_slot(master: MasterKey, store_id: str, passphrase: str, label: str = "passphrase") -> KeySlot:
+def passphrase_slot(master: MasterKey, passphrase: str, label: str = "passphrase") -> KeySlot:
     if len(passphrase) < 8:
         raise UsageError("passphrase is too short", "use at least 8 characters; longer is better")
     salt = secrets.token_bytes(16)
     kdf = {"name": "argon2id", "salt": _b64(salt), **ARGON2_DEFAULTS}
-    return _make_slot("passphrase", label, kdf, _argon2(passphrase, salt, kdf), master, store_id)
+    return _make_slot("passphrase", label, kdf, _argon2(passphrase, salt, kdf), master)
 
 
-def keyfile_slot(master: MasterKey, store_id: str, keyfile_secret: bytes, label: str = "key file") -> KeySlot:
+def keyfile_slot(master: MasterKey, keyfile_secret: bytes, label: str = "key file") -> KeySlot:
     salt = secrets.token_bytes(16)
     wrap = hkdf(keyfile_secret, b"drtool v1 keyfile slot", salt=salt)
-    return _make_slot("keyfile", label, {"name": "hkdf-sha256", "salt": _b64(salt)}, wrap, master, store_id)
+    return _make_slot("keyfile", label, {"name": "hkdf-sha256", "salt": _b64(salt)}, wrap, master)
 
 
 def recovery_slot(
-    master: MasterKey, store_id: str, threshold: int, count: int, label: str = "recovery shares"
+    master: MasterKey, threshold: int, count: int, label: str = "recovery shares"
 ) -> tuple[KeySlot, list[str]]:
     """A recovery slot plus its printable shares; the shares are shown once and never stored."""
     recovery_secret = secrets.token_bytes(32)
     salt = secrets.token_bytes(16)
     kdf = {"name": "hkdf-sha256", "salt": _b64(salt), "threshold": threshold, "count": count}
     wrap = hkdf(recovery_secret, b"drtool v1 recovery slot", salt=salt)
-    slot = _make_slot("recovery", label, kdf, wrap, master, store_id)
-    shares = [
-        format_share(store_id, slot.id, threshold, x, y) for x, y in shamir.split(recovery_secret, threshold, count)
-    ]
-    return slot, shares
+    slot = _make_slot("recovery", label, kdf, wrap, master)
+    split = shamir.split(recovery_secret, threshold, count)
+    return slot, [format_share(master.store_id, slot.id, threshold, x, y) for x, y in split]
 
 
 def unwrap(slot: KeySlot, store_id: str, wrap_key: bytes) -> MasterKey | None:
     """The master key if ``wrap_key`` opens the slot, else None."""
     try:
-        secret = unseal(wrap_key, _unb64(slot.wrapped), _aad(store_id, slot.id), f"key slot {slot.id}")
+        return MasterKey.unwrap(wrap_key, _unb64(slot.wrapped), store_id, slot.id)
     except IntegrityError:
         return None
-    return MasterKey(secret)
 
 
 def open_with_passphrase(slot: KeySlot, store_id: str, passphrase: str) -> MasterKey | None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 
+from drtool.config import DEFAULT_WORKERS
 from drtool.errors import DrtoolError
 from drtool.progress import NullProgress, Progress
 from drtool.repo.repository import Repository
-from drtool.repo.writer import DEFAULT_WORKERS
 
 
 @dataclasses.dataclass

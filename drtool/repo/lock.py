@@ -30,6 +30,7 @@ import threading
 import time
 from typing import Literal
 
+from drtool.crypto.master import LOCK
 from drtool.errors import DrtoolError, IntegrityError, NotFound, StoreUnavailable
 from drtool.repo import layout
 from drtool.repo.repository import Repository
@@ -101,15 +102,11 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _aad(repo: Repository, lock_id: str) -> bytes:
-    return f"drtool-lock-v1:{repo.config.store_id}:{lock_id}".encode()
-
-
 def read_lock(repo: Repository, lock_id: str) -> LockInfo:
     """One lock by id; NotFound when it is gone, ``error`` set when it does not decrypt or parse."""
     blob = repo.backend.get(layout.lock(lock_id))
     try:
-        data = json.loads(repo.key.unseal(blob, _aad(repo, lock_id), f"lock {lock_id}"))
+        data = json.loads(repo.key.unseal(LOCK, lock_id, blob))
         if data.get("version") != LOCK_VERSION:
             raise IntegrityError(f"lock {lock_id} has unknown version {data.get('version')}")
         fields = {f.name for f in dataclasses.fields(LockInfo)} - {"error", "id"}
@@ -163,7 +160,7 @@ class StoreLock:
         self.release()
 
     def _write(self, info: LockInfo, *, exclusive: bool) -> None:
-        blob = self.repo.key.seal(json.dumps(info.to_json()).encode(), _aad(self.repo, info.id))
+        blob = self.repo.key.seal(LOCK, info.id, json.dumps(info.to_json()).encode())
         self.repo.backend.put(layout.lock(info.id), blob, exclusive=exclusive)
 
     def refresh(self) -> None:

@@ -1,30 +1,27 @@
 """A store opened with its key: sealed chunks, manifests and key slots over a backend.
 
 Write order (restic's rule): chunks first, manifest last. A backup exists iff its manifest exists, and a
-manifest is only written after every chunk it names is durably stored.
+manifest is only written after every chunk it names is durably stored. Sessions take a repository rather
+than hang off it: a backup is ``drtool.repo.writer.BackupSession(repo)``, a plugin's view of a backup to
+restore is ``drtool.repo.restore_context.PluginRestoreContext(repo, manifest, plugin)``.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 import zstandard
 
 from drtool.backends.backend import Backend
 from drtool.crypto import slots
 from drtool.crypto.credentials import Credentials
-from drtool.crypto.master import MasterKey
+from drtool.crypto.master import CHUNK, MANIFEST, MasterKey
 from drtool.errors import IntegrityError, NotFound, ObjectExists, UsageError
 from drtool.repo import layout
 from drtool.repo.chunk_index import ChunkIndex
 from drtool.repo.config import StoreConfig
 from drtool.repo.manifest import Manifest
-
-if TYPE_CHECKING:
-    from drtool.repo.restore_context import PluginRestoreContext
-    from drtool.repo.writer import BackupSession
 
 _RAW, _ZSTD = 0, 1
 
@@ -54,13 +51,13 @@ class Repository:
             raise UsageError(f"{backend.url} already holds a drtool store", "use it as it is, or pick another URL")
         backend.create()
         config = config or StoreConfig.new()
-        key = MasterKey.generate()
+        key = MasterKey.generate(config.store_id)
         first = None
         if passphrase:
-            first = slots.passphrase_slot(key, config.store_id, passphrase)
+            first = slots.passphrase_slot(key, passphrase)
             backend.put(layout.key_slot(first.id), first.to_bytes(), exclusive=True)
         if keyfile_secret:
-            kf = slots.keyfile_slot(key, config.store_id, keyfile_secret)
+            kf = slots.keyfile_slot(key, keyfile_secret)
             backend.put(layout.key_slot(kf.id), kf.to_bytes(), exclusive=True)
             first = first or kf
         # the config is written last: a store without it does not exist yet
@@ -99,9 +96,6 @@ class Repository:
 
     # --- chunks -------------------------------------------------------------------------------------
 
-    def _chunk_aad(self, chunk_id: str) -> bytes:
-        return f"drtool-chunk-v1:{self.config.store_id}:{chunk_id}".encode()
-
     def _compressor(self) -> zstandard.ZstdCompressor:
         # zstd contexts are not thread-safe; one per worker thread
         comp = getattr(self._local, "compressor", None)
@@ -112,10 +106,10 @@ class Repository:
     def encode_chunk(self, chunk_id: str, data: bytes | memoryview) -> bytes:
         packed = self._compressor().compress(data)
         body = bytes([_ZSTD]) + packed if len(packed) < len(data) else bytes([_RAW]) + bytes(data)
-        return self.key.seal(body, self._chunk_aad(chunk_id))
+        return self.key.seal(CHUNK, chunk_id, body)
 
     def decode_chunk(self, chunk_id: str, blob: bytes) -> bytes:
-        body = self.key.unseal(blob, self._chunk_aad(chunk_id), f"chunk {chunk_id[:12]}")
+        body = self.key.unseal(CHUNK, chunk_id, blob)
         codec, payload = body[0], body[1:]
         if codec == _ZSTD:
             try:
@@ -161,11 +155,8 @@ class Repository:
 
     # --- manifests ----------------------------------------------------------------------------------
 
-    def _manifest_aad(self, backup_id: str) -> bytes:
-        return f"drtool-manifest-v1:{self.config.store_id}:{backup_id}".encode()
-
     def put_manifest(self, manifest: Manifest) -> None:
-        blob = self.key.seal(manifest.encode(), self._manifest_aad(manifest.id))
+        blob = self.key.seal(MANIFEST, manifest.id, manifest.encode())
         try:
             self.backend.put(layout.manifest(manifest.id), blob, exclusive=True)
         except ObjectExists:
@@ -184,7 +175,7 @@ class Repository:
             blob = self.backend.get(layout.manifest(backup_id))
         except NotFound:
             raise NotFound(f"backup {backup_id} not found in store {self.backend.url}", "see `drtool list`") from None
-        plain = self.key.unseal(blob, self._manifest_aad(backup_id), f"manifest {backup_id}")
+        plain = self.key.unseal(MANIFEST, backup_id, blob)
         manifest = Manifest.decode(plain, backup_id)
         if manifest.store_id != self.config.store_id:
             raise IntegrityError(f"manifest {backup_id} belongs to store {manifest.store_id}")
@@ -210,15 +201,3 @@ class Repository:
 
     def delete_manifest(self, backup_id: str) -> None:
         self.backend.delete(layout.manifest(backup_id))
-
-    # --- sessions -----------------------------------------------------------------------------------
-
-    def begin_backup(self, **kwargs: object) -> BackupSession:
-        from drtool.repo.writer import BackupSession
-
-        return BackupSession(self, **kwargs)  # type: ignore[arg-type]
-
-    def restore_context(self, backup_id: str, plugin: str, **kwargs: object) -> PluginRestoreContext:
-        from drtool.repo.restore_context import PluginRestoreContext
-
-        return PluginRestoreContext(self, self.find_backup(backup_id), plugin, **kwargs)  # type: ignore[arg-type]

@@ -7,13 +7,13 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
+from drtool.config import DEFAULT_WORKERS
 from drtool.errors import IntegrityError, NotFound
 from drtool.plugin.contract import ArtifactInfo
 from drtool.progress import NullProgress, Progress
 from drtool.repo.manifest import Manifest
 from drtool.repo.reader import ArtifactReader
 from drtool.repo.repository import Repository
-from drtool.repo.writer import DEFAULT_WORKERS
 
 
 class PluginRestoreContext:

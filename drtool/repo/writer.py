@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import socket
 import threading
 from collections.abc import Iterator, Mapping
@@ -18,6 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from drtool import __version__
+from drtool.config import DEFAULT_WORKERS
 from drtool.errors import DrtoolError, StoreUnavailable, UsageError
 from drtool.plugin.contract import ArtifactInfo
 from drtool.progress import NullProgress, Progress
@@ -27,7 +27,6 @@ from drtool.repo.lock import DEFAULT_TTL, acquire
 from drtool.repo.manifest import ArtifactEntry, Manifest, PluginOutcome, new_backup_id, utc_now
 from drtool.repo.repository import Repository
 
-DEFAULT_WORKERS = max(4, min(16, 2 * (os.cpu_count() or 2)))
 DEFAULT_LOCK_WAIT = 300.0  # a prune holding the store exclusively usually finishes within minutes
 
 

@@ -23,8 +23,8 @@ from urllib.parse import urlparse
 
 import requests
 
+from drtool.binaries import etcd_binary
 from drtool.errors import SourceError, UsageError
-from drtool.lab.components.etcd import etcd_binary
 
 DEFAULT_TIMEOUT = 10.0
 PAGE_SIZE = 500  # Kubernetes objects reach 1.5 MiB; bounds one page in memory

@@ -30,15 +30,18 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from drtool.binaries import etcd_binary
 from drtool.errors import IntegrityError, NotFound, SourceError, UsageError
-from drtool.lab.components.etcd import EtcdServer, etcd_binary
 from drtool.plugin.contract import ArtifactInfo, RestoreContext, RestoreResult
 
 from .backup import SNAPSHOT
 from .snapshot import SnapshotDigest
+
+if TYPE_CHECKING:
+    from drtool.lab.components.etcd import EtcdServer
 
 MARKER_SUFFIX = ".drtool-restore.json"
 MARKER_VERSION = 1
@@ -99,7 +102,11 @@ class RestoreSpec:
         return self.peer_url or DEFAULT_PEER_URL
 
     def member(self, state: Mapping[str, Any] | None = None) -> EtcdServer:
-        """The lab etcd that serves the restored data dir; ports come from the URLs when given."""
+        """The lab etcd that serves the restored data dir; ports come from the URLs when given.
+
+        Only ``start: true`` asks for one, so only then is the lab's process supervision loaded."""
+        from drtool.lab.components.etcd import EtcdServer
+
         if state:
             return EtcdServer.from_state(dict(state))  # type: ignore[return-value]
         return EtcdServer(

