@@ -1,4 +1,4 @@
-"""Maps the ``plugins/`` folder to the ``drtool_plugins`` import name (DESIGN §1)."""
+"""Maps the ``plugins/`` folder to the ``drtool_plugins`` import name (docs/architecture.md)."""
 
 from setuptools import find_packages, setup
 

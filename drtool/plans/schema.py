@@ -1,4 +1,4 @@
-"""The restore plan schema (DESIGN §4): a YAML DAG of plugin steps with objectives, checks and waivers.
+"""The restore plan schema (docs/plans.md): a YAML DAG of plugin steps with objectives, checks and waivers.
 
 The model is strict (unknown fields are errors) because a typo in a DR plan found during a disaster is a
 typo found too late. Secrets are never inline: a field whose name says it holds a secret must be a

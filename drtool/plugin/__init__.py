@@ -1,4 +1,5 @@
-"""The plugin contract (DESIGN §3) and the manager that finds plugins through entry points."""
+"""The plugin contract (docs/plugins.md), the toolkit plugins share, and the manager that finds plugins through
+entry points."""
 
 from drtool.plugin.contract import (
     ArtifactInfo,

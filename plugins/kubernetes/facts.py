@@ -1,7 +1,7 @@
 """The source cluster's failure domain, as far as its API tells: what dies with the cluster.
 
 These facts are recorded in the backup manifest so the independence analysis can later judge every
-dependency of a restore against them (DESIGN §5). They come from cheap reads that ignore the backup's
+dependency of a restore against them (docs/independence.md). They come from cheap reads that ignore the backup's
 filters — the failure domain is a property of the cluster, not of what was selected — and each read is
 best effort: an identity without permission to list nodes still gets a backup, with fewer facts.
 """
