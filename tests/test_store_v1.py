@@ -15,7 +15,7 @@ import pytest
 
 from drtool.backends import open_backend
 from drtool.crypto.credentials import Credentials
-from drtool.crypto.master import CHUNK, KEY_SLOT, LOCK, MANIFEST, aad
+from drtool.crypto.master import CHUNK, KEY_SLOT, LOCK, MANIFEST, associated_data
 from drtool.errors import IntegrityError
 from drtool.repo.lock import list_locks
 from drtool.repo.repository import Repository
@@ -53,10 +53,10 @@ def test_a_v1_store_reads_back(v1: Repository) -> None:
 def test_what_is_sealed_now_binds_the_v1_associated_data(v1: Repository) -> None:
     """docs/store-format.md: every sealed object is bound to ``drtool-<kind>-v1:<store id>:<name>``."""
     sid = v1.config.store_id
-    assert aad(CHUNK, sid, "ab" * 32) == f"drtool-chunk-v1:{sid}:{'ab' * 32}".encode()
-    assert aad(MANIFEST, sid, BACKUP_ID) == f"drtool-manifest-v1:{sid}:{BACKUP_ID}".encode()
-    assert aad(LOCK, sid, "x") == f"drtool-lock-v1:{sid}:x".encode()
-    assert aad(KEY_SLOT, sid, "5dce3a57") == f"drtool-keyslot-v1:{sid}:5dce3a57".encode()
+    assert associated_data(CHUNK, sid, "ab" * 32) == f"drtool-chunk-v1:{sid}:{'ab' * 32}".encode()
+    assert associated_data(MANIFEST, sid, BACKUP_ID) == f"drtool-manifest-v1:{sid}:{BACKUP_ID}".encode()
+    assert associated_data(LOCK, sid, "x") == f"drtool-lock-v1:{sid}:x".encode()
+    assert associated_data(KEY_SLOT, sid, "5dce3a57") == f"drtool-keyslot-v1:{sid}:5dce3a57".encode()
     blob = v1.key.seal(MANIFEST, BACKUP_ID, b"payload")
     assert v1.key.unseal(MANIFEST, BACKUP_ID, blob) == b"payload"
     with pytest.raises(IntegrityError, match=r"lock .* failed authentication"):

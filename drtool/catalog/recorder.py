@@ -15,6 +15,18 @@ from drtool.catalog.db import Catalog
 from drtool.catalog.runs import DrillRow, RestoreRunRow, RunLog, StepRunRow
 
 
+class RunRecord(Protocol):
+    """What is recorded of a run itself (``drtool.plans.executor.RunResult`` is one)."""
+
+    run_id: str
+    backup_id: str
+    started: str
+    resumed_from: str
+
+    @property
+    def plan(self) -> Any: ...  # anything with a ``name``
+
+
 class StepRecord(Protocol):
     """What is recorded of one step (``drtool.plans.executor.StepResult`` is one)."""
 
@@ -32,12 +44,33 @@ class StepRecord(Protocol):
 
 
 class RunRecorder:
-    """Keeps one run's rows in the catalog up to date."""
+    """Keeps one run's rows in the catalog up to date, from its first moment."""
 
-    def __init__(self, catalog: Catalog, run: RestoreRunRow) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        run: RunRecord,
+        *,
+        kind: str,
+        plan_path: str,
+        plan_sha256: str,
+        values_path: str,
+        store_id: str,
+    ) -> None:
         self.log = RunLog(catalog)
-        self.run = run
-        self.log.save(run)
+        self.run = RestoreRunRow(
+            id=run.run_id,
+            kind=kind,
+            plan_name=run.plan.name,
+            plan_path=plan_path,
+            plan_sha256=plan_sha256,
+            values_path=values_path,
+            store_id=store_id,
+            backup_id=run.backup_id,
+            started=run.started,
+            resumed_from=run.resumed_from,
+        )
+        self.log.save(self.run)
 
     def steps(self, steps: Iterable[StepRecord]) -> None:
         """The rows of every step that has left ``pending``, as they are now."""

@@ -7,9 +7,9 @@ Subkeys are derived with HKDF-SHA256 so each purpose has its own key:
 - ``chunker``: the seed of the content-defined chunker's gear table, so chunk boundaries do not
   fingerprint known files.
 
-The key also owns the associated data of everything it seals (``aad``): each sealed object is bound to its
-kind, its store and its name, so objects cannot be swapped, renamed or moved between stores without
-detection. The raw secret never leaves this object except wrapped into a key slot (``wrap``).
+The key also owns the associated data of everything it seals (``associated_data``): each sealed object is
+bound to its kind, its store and its name, so objects cannot be swapped, renamed or moved between stores
+without detection. The raw secret never leaves this object except wrapped into a key slot (``wrap``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ CHUNK, MANIFEST, LOCK, KEY_SLOT = "chunk", "manifest", "lock", "keyslot"
 SHOWN = {CHUNK: 12}  # characters of a name that error messages show (chunk ids are 64 hex digits)
 
 
-def aad(kind: str, store_id: str, name: str) -> bytes:
+def associated_data(kind: str, store_id: str, name: str) -> bytes:
     """``drtool-<kind>-v1:<store id>:<name>``: the associated data of a sealed object (docs/store-format.md)."""
     return f"drtool-{kind}-v1:{store_id}:{name}".encode()
 
@@ -79,11 +79,12 @@ class MasterKey:
     @classmethod
     def unwrap(cls, wrap_key: bytes, blob: bytes, store_id: str, slot_id: str) -> MasterKey:
         """The master key a key slot holds; IntegrityError when ``wrap_key`` does not open it."""
-        return cls(unseal(wrap_key, blob, aad(KEY_SLOT, store_id, slot_id), f"key slot {slot_id}"), store_id)
+        secret = unseal(wrap_key, blob, associated_data(KEY_SLOT, store_id, slot_id), f"key slot {slot_id}")
+        return cls(secret, store_id)
 
     def wrap(self, wrap_key: bytes, slot_id: str) -> bytes:
         """This key sealed under a key slot's wrapping key: the one way the raw secret leaves this object."""
-        return seal(wrap_key, self._secret, aad(KEY_SLOT, self.store_id, slot_id))
+        return seal(wrap_key, self._secret, associated_data(KEY_SLOT, self.store_id, slot_id))
 
     def __eq__(self, other: object) -> bool:
         """The same secret for the same store (compared in constant time)."""
@@ -98,9 +99,9 @@ class MasterKey:
 
     def seal(self, kind: str, name: str, data: bytes) -> bytes:
         """``data`` sealed as the object ``name`` of ``kind`` in this key's store."""
-        return seal(self._aead_key, data, aad(kind, self.store_id, name))
+        return seal(self._aead_key, data, associated_data(kind, self.store_id, name))
 
     def unseal(self, kind: str, name: str, blob: bytes) -> bytes:
         """What ``seal(kind, name, ...)`` sealed; IntegrityError when the blob was damaged, swapped or moved."""
         shown = name[: SHOWN[kind]] if kind in SHOWN else name
-        return unseal(self._aead_key, blob, aad(kind, self.store_id, name), f"{kind} {shown}")
+        return unseal(self._aead_key, blob, associated_data(kind, self.store_id, name), f"{kind} {shown}")

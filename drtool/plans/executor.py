@@ -184,21 +184,9 @@ def _recorder(
     if catalog is None:
         return None
     from drtool.catalog.recorder import RunRecorder
-    from drtool.catalog.runs import RestoreRunRow
 
-    row = RestoreRunRow(
-        id=run.run_id,
-        kind=kind,
-        plan_name=run.plan.name,
-        plan_path=str(loaded.path.resolve()),
-        plan_sha256=loaded.sha256,
-        values_path=values,
-        store_id=store_id,
-        backup_id=run.backup_id,
-        started=run.started,
-        resumed_from=run.resumed_from,
-    )
-    return RunRecorder(catalog, row)
+    path, sha = str(loaded.path.resolve()), loaded.sha256
+    return RunRecorder(catalog, run, kind=kind, plan_path=path, plan_sha256=sha, values_path=values, store_id=store_id)
 
 
 class Executor:
