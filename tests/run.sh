@@ -43,7 +43,9 @@ pip install -q --disable-pip-version-check -e '.[test]'
 python -m drtool.lab.build minio >/dev/null
 python -m drtool.lab.build kube-apiserver >/dev/null  # cold: about 7 min and 2.4 GB (docs/lab-builds.md)
 python -c "from drtool_plugins.helm.lab import helm_cli; helm_cli()" >/dev/null  # Helm CLI for test_helm: ~3 min cold
-python -m tests.fixtures.image >/dev/null  # test_image: Debian base + pinned wheels, ~1.5 min cold
+if [ "$(id -u)" = 0 ]; then  # test_image (root only): Debian base + pinned wheels, ~1.5 min cold
+  python -m tests.fixtures.image >/dev/null
+fi
 
 ruff check drtool plugins tests bench
 python -m pytest -q -p no:cacheprovider --durations=25 "$@"
