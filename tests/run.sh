@@ -16,6 +16,8 @@ command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)           
 git lfs version >/dev/null 2>&1 || need+=(git-lfs)                                   # git plugin, LFS objects
 command -v chromium >/dev/null 2>&1 || need+=(chromium)                              # HTML report, headless
 command -v ip >/dev/null 2>&1 || need+=(iproute2)                                    # rehearsal in ip netns
+command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)                           # container image test: base
+command -v buildah >/dev/null 2>&1 || need+=(buildah)                                 # container image test: build
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing from Debian: ${need[*]}"
   apt-get update -qq
@@ -41,6 +43,9 @@ pip install -q --disable-pip-version-check -e '.[test]'
 python -m drtool.lab.build minio >/dev/null
 python -m drtool.lab.build kube-apiserver >/dev/null  # cold: about 7 min and 2.4 GB (docs/lab-builds.md)
 python -c "from drtool_plugins.helm.lab import helm_cli; helm_cli()" >/dev/null  # Helm CLI for test_helm: ~3 min cold
+if [ "$(id -u)" = 0 ]; then  # test_image (root only): Debian base + pinned wheels, ~1.5 min cold
+  python -m tests.fixtures.image >/dev/null
+fi
 
 ruff check drtool plugins tests bench
 python -m pytest -q -p no:cacheprovider --durations=25 "$@"

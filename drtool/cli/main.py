@@ -99,10 +99,13 @@ def main() -> None:
     except typer.Abort:
         sys.exit(INTERRUPTED)
     except Exception as exc:  # usage errors arrive here too, from click or from typer's vendored copy of it
-        import click
-
+        # click is no dependency of drtool: typer >= 0.2x vendors it (its errors are TyperExceptions), older
+        # typer imports the real one. Importing it here would fail where only drtool's dependencies are
+        # installed (the container image), turning every mistyped option into a traceback.
+        click = sys.modules.get("click")
+        usage_errors = (typer.TyperException, *((click.ClickException,) if click else ()))
         show = getattr(exc, "show", None)
-        if isinstance(exc, click.ClickException | typer.TyperException) and callable(show):
+        if isinstance(exc, usage_errors) and callable(show):
             show()
             sys.exit(2)
         raise

@@ -72,6 +72,9 @@ def run_once(
         str | None, typer.Option(help="Write metrics here (node_exporter textfile collector, *.prom).")
     ] = None,
     pushgateway: Annotated[str | None, typer.Option(help="Push metrics to this Pushgateway (host:port).")] = None,
+    prune: Annotated[
+        bool, typer.Option(help="Prune after the backup; --no-prune when prune runs elsewhere, with other keys.")
+    ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Back up one set now and prune it, as a Kubernetes CronJob does. Exit 0 ok, 8 partial, else the error's code."""
@@ -83,7 +86,7 @@ def run_once(
         raise UsageError(f"no backup set {backup_set!r} in the config", f"known sets: {known}")
     runner = _runner(app_state)
     try:
-        result = runner.run(backup_set)
+        result = runner.run(backup_set, prune=prune)
     except Interrupted:
         raise Terminated("interrupted: the backup was abandoned, nothing was published") from None
     finally:

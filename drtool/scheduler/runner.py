@@ -104,16 +104,17 @@ class SetRunner:
             self.metrics.declare(name, bset.rpo.total_seconds() if bset.rpo else None)
         self.metrics.record_store(repo.backend.url)
 
-    def run(self, name: str) -> RunResult:
-        """Back up set ``name``, then prune it. Failures are results, not exceptions; ``Interrupted`` propagates
-        after the run is recorded as interrupted."""
+    def run(self, name: str, prune: bool = True) -> RunResult:
+        """Back up set ``name``, then prune it (``prune=False``: a backup-only identity, whose prune runs
+        elsewhere). Failures are results, not exceptions; ``Interrupted`` propagates after the run is
+        recorded as interrupted."""
         bset = self.sets[name]
         started, t0 = utc_now(), time.monotonic()
         result = RunResult(name, "failed")
         try:
             with self.stopper.interruptible():
                 self._backup(name, bset, result)
-                if result.status in ("ok", "partial"):
+                if prune and result.status in ("ok", "partial"):
                     self._prune(name, bset, result)
         except Interrupted as exc:
             result.status, result.reason, result.error = "interrupted", "Interrupted", f"stopped by {exc}"
