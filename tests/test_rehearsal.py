@@ -134,8 +134,9 @@ def test_guard_refuses_datagrams_mapped_addresses_and_lookups_into_the_domain() 
 
 @pytest.mark.skipif(netns.available() is not None, reason=f"no network namespaces here: {netns.available()}")
 def test_namespace_refuses_and_records_what_subprocesses_try(tmp_path: Path) -> None:
-    """In netns mode a subprocess (git ls-remote, curl, a Python child) reaching into the domain is refused by the
-    kernel and recorded by the witness or the resolver; an allowed endpoint is relayed; the source's port is held."""
+    """In netns mode a subprocess (git ls-remote, curl, a Python child, libpq) reaching into the domain is refused by
+    the kernel and recorded by the witness or the resolver; an allowed endpoint is relayed; the source's port is
+    held."""
     allowed, source = socket.create_server(("127.0.0.1", 0)), socket.create_server(("127.0.0.1", 0))
     allowed_port, source_port = allowed.getsockname()[1], source.getsockname()[1]
     domain = FailureDomain({**DOMAIN.facts, "lab_source_endpoints": [f"127.0.0.1:{source_port}"]})
@@ -150,16 +151,18 @@ def test_namespace_refuses_and_records_what_subprocesses_try(tmp_path: Path) -> 
         git = subprocess.run(["git", "ls-remote", "http://10.96.0.9:3000/x.git"], capture_output=True, timeout=30)
         curl = subprocess.run(["curl", "-sS", "-m", "5", "http://10.96.0.5:5000/"], capture_output=True, timeout=30)
         lookup = child("import socket; socket.getaddrinfo('minio.storage.svc.cluster.local', 9000)")
+        libpq = child("import psycopg2; psycopg2.connect(host='10.96.5.5', port=5432, connect_timeout=5)")
         back = child(f"import socket; socket.create_connection(('127.0.0.1', {source_port}), timeout=5)")
         relayed = child(f"import socket; socket.create_connection(('127.0.0.1', {allowed_port}), timeout=5)")
         outside = child("import socket; socket.create_connection(('192.0.2.1', 443), timeout=5)")
         time.sleep(0.5)  # the witness reads the wire on its own thread
         refused = guard.step_finished("restore")
     assert git.returncode != 0 and curl.returncode != 0 and lookup.returncode != 0 and back.returncode != 0
+    assert libpq.returncode != 0 and "psycopg2" in libpq.stderr  # libpq opens its socket in C: no audit hook sees it
     assert relayed.returncode == 0, relayed.stderr
     assert outside.returncode != 0 and "tcp 192.0.2.1:443" in isolation.blocked
     caught = {(r["address"], r["by"]) for r in refused}
-    expected = {("10.96.0.9:3000", "namespace"), ("10.96.0.5:5000", "namespace")}
+    expected = {("10.96.0.9:3000", "namespace"), ("10.96.0.5:5000", "namespace"), ("10.96.5.5:5432", "namespace")}
     assert expected | {("minio.storage.svc.cluster.local", "dns"), (f"127.0.0.1:{source_port}", "namespace")} <= caught
     assert all(r["steps"] == ["restore"] for r in refused)
     assert isolation.namespace not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout

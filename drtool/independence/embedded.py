@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import functools
 import re
 
 _COMMENT_LINE = re.compile(r"^[ \t]*(?:#|;|//|--).*$", re.MULTILINE)
@@ -32,7 +33,11 @@ class Document:
             self.text = text
             return
         self.text = _COMMENT_LINE.sub(lambda m: " " * len(m.group()), text)  # positions stay where they were
-        self._starts = [0, *(m.end() for m in re.finditer("\n", self.text))]
+
+    @functools.cached_property
+    def _starts(self) -> list[int]:
+        """Where each line starts: only worked out when an address was found in the document."""
+        return [0, *(m.end() for m in re.finditer("\n", self.text))]
 
     def line_at(self, position: int) -> int | None:
         """The 1-based line of ``position`` in a multi-line document; None for a one-line value."""

@@ -18,6 +18,7 @@ line. The analysis (analysis.py) judges references exactly as it judges plugin d
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -95,6 +96,8 @@ class ClusterNames:
         )
         self.services = backup.all_services()
         self._names: dict[str | None, Names] = {}
+        endings = sorted({SERVICE_LABEL, *self.suffixes, *backup.namespaces}, key=len, reverse=True)
+        self._cluster_text = re.compile(r"\.(?:" + "|".join(map(re.escape, endings)) + r")(?![\w-])", re.IGNORECASE)
         self._records = Names(known=lambda name: self.domain.match(name) is not None)
 
     def for_field(self, field: Field) -> Names:
@@ -105,7 +108,8 @@ class ClusterNames:
             return self._records
         if field.namespace not in self._names:
             local = {name for ns, name in self.services if ns == field.namespace}
-            self._names[field.namespace] = Names(known=self.cluster_name, service=local.__contains__)
+            worth = self._cluster_text.search
+            self._names[field.namespace] = Names(self.cluster_name, local.__contains__, lambda text: bool(worth(text)))
         return self._names[field.namespace]
 
     def cluster_name(self, name: str) -> bool:

@@ -54,7 +54,7 @@ def fix_hint(kind: str, address: str, purpose: str, status: str) -> str:
         if "." not in address and " " not in address and not address.startswith("/"):
             return "write the fully qualified name, so that it means the same from everywhere; " + UNKNOWN_HINT
         return UNKNOWN_HINT
-    text = f"{kind} {address} {purpose}".lower()
+    text = f"{kind} {address} {purpose}".lower().replace("-", " ")  # "dns-record" is a DNS record
     for words, hint in INSIDE_HINTS:
         if purpose.startswith(words) if words == BLOCKS_RESTORE else words in text:
             return hint

@@ -24,9 +24,9 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from drtool.independence.finder import ServiceKey
 from drtool.plans.schema import Plan
 
-ServiceKey = tuple[str, str]  # (namespace, name)
 IMAGE_REGISTRY = "container image registry"
 CUTOVER_PURPOSE = "DNS record "
 
@@ -80,17 +80,19 @@ class Remedies:
                     self._moved[(ns, name)] = (step.id, placed)
 
     def for_image(self, registry: str, steps: Iterable[str]) -> Remedy | None:
-        for step in steps:
-            mapped = pairs(self._settings.get(step, {}).get("image_registry_map")).get(registry)
-            if mapped:
-                return Remedy(step, f"image_registry_map points {registry} at {mapped}")
-        return None
+        found = self._mapped("image_registry_map", registry, steps)
+        return Remedy(found[0], f"image_registry_map points {registry} at {found[1]}") if found else None
 
     def for_cutover(self, address: str, steps: Iterable[str]) -> Remedy | None:
+        found = self._mapped("cutover", address, steps)
+        return Remedy(found[0], f"cutover re-points the record from {address} to {found[1]}") if found else None
+
+    def _mapped(self, option: str, old: str, steps: Iterable[str]) -> tuple[str, str] | None:
+        """(step, new) for the first of ``steps`` whose ``option`` map names ``old``."""
         for step in steps:
-            new = pairs(self._settings.get(step, {}).get("cutover")).get(address)
+            new = pairs(self._settings.get(step, {}).get(option)).get(old)
             if new:
-                return Remedy(step, f"cutover re-points the record from {address} to {new}")
+                return step, new
         return None
 
     def for_service(self, key: ServiceKey) -> tuple[Remedy | None, str]:

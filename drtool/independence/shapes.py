@@ -50,6 +50,12 @@ _IPV6 = re.compile(
     r"(?<![\w:.\[])((?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|\d{1,3}(?:\.\d{1,3}){3})?)(?![\w:.\]])"
 )
 _NAME = re.compile(rf"(?<![\w.@/:$-])({LABEL}(?:\.{LABEL})+)\.?(?![\w-]|\.\w)")
+# one C-speed look before a shape's own pattern, which checks what precedes every position it tries
+_PORT_HINT, _QUAD_HINT, _V6_HINT = (
+    re.compile(r":\d"),
+    re.compile(r"\d\.\d+\.\d+\.\d"),
+    re.compile(r"[\da-fA-F]?::?[\da-fA-F]"),
+)
 _VERSION_WORD = re.compile(r"\b(?:version|release|tag|ver|v)\s*[:=]?\s*$", re.IGNORECASE)  # "version 1.2.3.4"
 _TRAILING = ".,;:)]}'\""
 
@@ -70,6 +76,7 @@ class Names:
 
     known: Callable[[str], bool] = lambda _name: False  # a bare dotted name worth judging
     service: Callable[[str], bool] = lambda _name: False  # a one-label Service name in the object's namespace
+    worth: Callable[[str], bool] = lambda _text: True  # cheap: could ``text`` hold a name ``known`` accepts?
 
 
 def addresses(
@@ -92,13 +99,13 @@ def addresses(
                 spans.append(m.span())
                 host = m.group(1).lower()
                 yield m.start(), Found(f"ssh://{host}", host, DEFAULT_PORTS["ssh"], "scp")
-    if ":" in text:
+    if _PORT_HINT.search(text):
         for m in _HOST_PORT.finditer(text):
             if not _inside(m.start(), spans) and (found := _host_port(m.group(1), int(m.group(2)), names)):
                 spans.append(m.span())
                 yield m.start(), found
-    for pattern, mark in ((_IPV4, "."), (_IPV6, ":")):
-        if mark not in text:
+    for pattern, hint in ((_IPV4, _QUAD_HINT), (_IPV6, _V6_HINT)):
+        if not hint.search(text):
             continue
         for m in pattern.finditer(text):
             at = m.start()
@@ -107,7 +114,7 @@ def addresses(
             if (ip := _ip(m.group(1))) is not None:
                 spans.append(m.span())
                 yield at, Found(ip, ip, None, "ip")
-    if "." in text:
+    if "." in text and names.worth(text):
         for m in _NAME.finditer(text):
             name = m.group(1).lower()
             if not _inside(m.start(), spans) and not _numeric(name) and names.known(name):
