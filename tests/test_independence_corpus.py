@@ -11,6 +11,7 @@ evidence; no look-alike may be reported at all; no secret may reach the report. 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import gzip
 import json
 from collections.abc import Callable, Mapping
@@ -23,10 +24,11 @@ from drtool_plugins.files import FilesPlugin
 
 from drtool.independence.analysis import IndependenceReport, analyze
 from drtool.independence.domain import parse_address
-from drtool.plans.schema import Plan
+from drtool.plans.loader import load_plan
 from drtool.plugin.contract import BackupContext
 from drtool.repo.repository import Repository
 from drtool.report.render import write_report
+from tests.fixtures.core import Cli
 
 CORPUS = Path(__file__).parent / "independence_corpus"
 # resource (plural) and API group of the corpus's kinds, as discovery would give them
@@ -120,8 +122,15 @@ def write_kv(ctx: BackupContext) -> dict[str, Any]:
     return {}
 
 
+@dataclasses.dataclass
+class Corpus:
+    report: IndependenceReport
+    store: Path
+    env: dict[str, str]  # the plan's variables
+
+
 @pytest.fixture(scope="module")
-def corpus_report(tmp_path_factory: pytest.TempPathFactory) -> IndependenceReport:
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
     from drtool.backends.local import LocalBackend
     from tests.fixtures.core import PASSPHRASE
 
@@ -145,12 +154,15 @@ def corpus_report(tmp_path_factory: pytest.TempPathFactory) -> IndependenceRepor
     config = {"apiVersion": "v1", "kind": "Config", "clusters": [cluster], "users": [{"name": "u", "user": {}}],
               "contexts": [context], "current-context": "c"}  # fmt: skip
     kubeconfig.write_text(yaml.safe_dump(config))
-    plan = Plan.model_validate(yaml.safe_load((CORPUS / "plan.yaml").read_text()))
-    targets = {s.id: dict(plan.target_for(s)) for s in plan.steps}
-    targets["cluster"] = {"kubeconfig": str(kubeconfig)}
-    targets["dns"] = {"zone_dir": str(work / "zones")}
-    targets["host-files"] = {"path": str(work / "files")}
-    return analyze(plan, repo, manifest.id, targets, resolve=False)
+    env = {"TARGET_KUBECONFIG": str(kubeconfig), "ZONE_DIR": str(work / "zones"), "FILES_DIR": str(work / "files")}
+    loaded = load_plan(CORPUS / "plan.yaml", env=env).require()
+    targets = {s.id: loaded.target_for(s) for s in loaded.steps}
+    return Corpus(analyze(loaded, repo, manifest.id, targets, resolve=False), work / "store", env)
+
+
+@pytest.fixture(scope="module")
+def corpus_report(corpus: Corpus) -> IndependenceReport:
+    return corpus.report
 
 
 EXPECTED = yaml.safe_load((CORPUS / "expected.yaml").read_text())
@@ -246,4 +258,14 @@ def test_report_shows_no_secret_and_names_what_was_not_searched(
             assert secret not in text, (secret, path.name)
     finder = corpus_report.finder
     assert set(finder["scanned"]) == {"kubernetes", "helm", "dns-certs", "model-registry", "vault", "files"}
-    assert {u["artifact"] for u in finder["unscanned"]} == {"charts.json"}
+    assert finder["unscanned"] == {"helm": {"artifacts": 1, "examples": ["charts.json"]}}
+
+
+def test_cli_shows_remediated_findings_and_exits_10(corpus: Corpus, cli: Cli, tmp_path: Path) -> None:
+    args = ["--store", str(corpus.store), "verify-independence", "--plan", str(CORPUS / "plan.yaml")]
+    proc = cli(*args, "--no-resolve", "--out", str(tmp_path), env=corpus.env)
+    assert proc.returncode == 10, proc.stdout[-2000:] + proc.stderr
+    # 9 remediated references, 8 findings: the Vault annotation and the Vault env var are one address
+    assert "37 inside, 4 unknown, 0 waived, 8 remediated" in proc.stdout and "Traceback" not in proc.stderr
+    markdown = next(tmp_path.glob("*.md")).read_text()
+    assert "🔧 remediated" in markdown and "remediated by step cluster: image_registry_map" in markdown

@@ -116,7 +116,7 @@ def print_rehearsal(report: dict) -> None:  # type: ignore[type-arg]
     console.print(
         f"independence: {independence.get('verdict', 'not analysed')} — {counts.get('inside', 0)} inside the failure "
         f"domain, {counts.get('unknown', 0)} unknown, {counts.get('waived', 0)} waived, "
-        f"{counts.get('independent', 0)} independent",
+        f"{counts.get('remediated', 0)} remediated, {counts.get('independent', 0)} independent",
         highlight=False,
     )
 

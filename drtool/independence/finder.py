@@ -26,13 +26,14 @@ from typing import Any
 
 from drtool.independence.domain import FailureDomain
 from drtool.independence.embedded import Document
-from drtool.independence.restored import DNS_RECORD, OBJECTS, Field, ndjson, reader_for, unscanned_reason
+from drtool.independence.restored import DNS_RECORD, OBJECTS, Field, ndjson, reader_for
 from drtool.independence.shapes import Found, Names, addresses
 from drtool.plugin.contract import RestoreContext
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 
 MAX_EVIDENCE = 3
+MAX_EXAMPLES = 3  # artifacts named per plugin among those not searched
 SERVICE_LABEL = "svc"
 ServiceKey = tuple[str, str]  # (namespace, name)
 
@@ -73,7 +74,7 @@ class Scan:
     references: list[Reference]
     backup: Backup
     scanned: dict[str, dict[str, int]]  # plugin -> {"artifacts": n, "fields": n}
-    unscanned: list[dict[str, str]]  # {plugin, artifact, why}
+    unscanned: dict[str, dict[str, Any]]  # plugin -> {"artifacts": n, "examples": [names]}: binary state
     seconds: float
 
     def to_dict(self) -> dict[str, Any]:
@@ -147,10 +148,11 @@ def find_references(
         results = list(pool.map(lambda p: _scan_plugin(contexts[p], p, names), plugins))
     found: dict[tuple[str, str], Reference] = {}
     scanned: dict[str, dict[str, int]] = {}
-    unscanned: list[dict[str, str]] = []
+    unscanned: dict[str, dict[str, Any]] = {}
     for plugin, (refs, fields, artifacts, skipped) in zip(plugins, results, strict=True):
         scanned[plugin] = {"artifacts": artifacts, "fields": fields}
-        unscanned += skipped
+        if skipped:
+            unscanned[plugin] = {"artifacts": len(skipped), "examples": sorted(skipped)[:MAX_EXAMPLES]}
         for ref in refs.values():
             _merge(found, ref, by_plugin[plugin])
     return Scan(list(found.values()), backup, scanned, unscanned, time.monotonic() - started)
@@ -184,14 +186,15 @@ def index_backup(contexts: Mapping[str, RestoreContext]) -> Backup:
 
 def _scan_plugin(
     ctx: RestoreContext, plugin: str, names: ClusterNames
-) -> tuple[dict[tuple[str, str], Reference], int, int, list[dict[str, str]]]:
+) -> tuple[dict[tuple[str, str], Reference], int, int, list[str]]:
+    """(references, fields searched, artifacts searched, artifacts not searched) of one plugin's backup."""
     refs: dict[tuple[str, str], Reference] = {}
     fields = artifacts = 0
     skipped = []
     for art in ctx.artifacts:
         reader = reader_for(plugin, art)
         if reader is None:
-            skipped.append({"plugin": plugin, "artifact": art.name, "why": unscanned_reason(art)})
+            skipped.append(art.name)
             continue
         artifacts += 1
         for field in reader(ctx, art):

@@ -19,7 +19,8 @@ restore writes into the new platform, and leaves out the rest:
 - files ``files.tar``: every text file under 1 MiB, line by line.
 
 Everything else (etcd snapshots, image blobs, checkpoint data, git bundles, chart archives, raft
-snapshots) is binary state that carries no address a person configured: ``unscanned`` says so per artifact.
+snapshots, and the indexes of what was copied) is state a person did not write addresses into: the finder
+counts it per plugin as not searched.
 """
 
 from __future__ import annotations
@@ -87,11 +88,6 @@ def reader_for(plugin: str, art: ArtifactInfo) -> Reader | None:
         ("files", "files.tar"): _files,
     }
     return by_format.get(art.meta.get("format")) or by_name.get((plugin, art.name))
-
-
-def unscanned_reason(art: ArtifactInfo) -> str:
-    what = art.meta.get("format") or art.name.rsplit(".", 1)[-1]
-    return f"binary state ({what}): carries no address a person configured"
 
 
 # --- walking a document ------------------------------------------------------------------------------

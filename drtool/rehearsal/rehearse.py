@@ -135,6 +135,7 @@ def rehearse(
     guard = NetworkGuard(domain.is_inside)
     allowed = reachable_endpoints(repo, catalog, options.target, plan, backup_id, running)
     target: Target | None = None
+    source_stopped = False
     try:
         with isolate(options.isolation, domain, guard, allowed, keep=options.keep) as isolation:
             echo(f"isolation: {isolation.mode} ({isolation.why})")
@@ -143,6 +144,7 @@ def rehearse(
             echo(f"target {target.description} ready in {phases['provision_s']:.1f}s")
             if options.source_lab is not None:
                 options.source_lab.down(purge=False)
+                source_stopped = True
                 echo(f"source lab {options.source_lab.name} stopped: it stays unreachable for the rehearsal")
             failure_time = options.failure_time or dt.datetime.now(dt.UTC)
             started = time.monotonic()
@@ -178,7 +180,7 @@ def rehearse(
     finally:
         if target is not None and not options.keep:
             target.teardown()
-        if options.source_lab is not None and not options.source_stays_down:
+        if options.source_lab is not None and source_stopped and not options.source_stays_down:
             options.source_lab.up(list(dict.fromkeys(c.kind for c in options.source_lab.components.values())))
 
 

@@ -118,10 +118,12 @@ def _finder(finder: Mapping[str, Any]) -> list[str]:
         "outside the failure domain and not listed.",
         "",
     ]
-    unscanned = sorted({f"{u['plugin']} {u['artifact']}" for u in finder.get("unscanned") or []})
+    unscanned = finder.get("unscanned") or {}
     if unscanned:
-        more = f" (+{len(unscanned) - 8} more)" if len(unscanned) > 8 else ""
-        lines += [f"Not searched (binary state): {', '.join(unscanned[:8])}{more}.", ""]
+        what = [
+            f"{plugin} ({u['artifacts']}: {', '.join(u['examples'])}...)" for plugin, u in sorted(unscanned.items())
+        ]
+        lines += [f"Not searched (blobs, snapshots, archives, indexes): {'; '.join(what)}.", ""]
     return lines
 
 
