@@ -16,6 +16,7 @@ command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)           
 git lfs version >/dev/null 2>&1 || need+=(git-lfs)                                   # git plugin, LFS objects
 command -v chromium >/dev/null 2>&1 || need+=(chromium)                              # HTML report, headless
 command -v ip >/dev/null 2>&1 || need+=(iproute2)                                    # rehearsal in ip netns
+command -v curl >/dev/null 2>&1 || need+=(curl)                                      # a subprocess in the netns
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing from Debian: ${need[*]}"
   apt-get update -qq

@@ -139,7 +139,8 @@ def test_namespace_refuses_and_records_what_subprocesses_try(tmp_path: Path) -> 
     held."""
     allowed, source = socket.create_server(("127.0.0.1", 0)), socket.create_server(("127.0.0.1", 0))
     allowed_port, source_port = allowed.getsockname()[1], source.getsockname()[1]
-    domain = FailureDomain({**DOMAIN.facts, "lab_source_endpoints": [f"127.0.0.1:{source_port}"]})
+    facts = {**DOMAIN.facts, "pod_cidrs": ["fd00:244::/64"], "lab_source_endpoints": [f"127.0.0.1:{source_port}"]}
+    domain = FailureDomain(facts)
     guard = NetworkGuard(domain.is_inside)
 
     def child(code: str) -> subprocess.CompletedProcess[str]:
@@ -152,6 +153,8 @@ def test_namespace_refuses_and_records_what_subprocesses_try(tmp_path: Path) -> 
         curl = subprocess.run(["curl", "-sS", "-m", "5", "http://10.96.0.5:5000/"], capture_output=True, timeout=30)
         lookup = child("import socket; socket.getaddrinfo('minio.storage.svc.cluster.local', 9000)")
         libpq = child("import psycopg2; psycopg2.connect(host='10.96.5.5', port=5432, connect_timeout=5)")
+        v6 = child("import socket; socket.create_connection(('fd00:244::7', 8080), timeout=5)")
+        datagram = child("import socket; socket.socket(type=socket.SOCK_DGRAM).sendto(b'q', ('10.96.0.10', 53))")
         back = child(f"import socket; socket.create_connection(('127.0.0.1', {source_port}), timeout=5)")
         relayed = child(f"import socket; socket.create_connection(('127.0.0.1', {allowed_port}), timeout=5)")
         outside = child("import socket; socket.create_connection(('192.0.2.1', 443), timeout=5)")
@@ -163,6 +166,8 @@ def test_namespace_refuses_and_records_what_subprocesses_try(tmp_path: Path) -> 
     assert outside.returncode != 0 and "tcp 192.0.2.1:443" in isolation.blocked
     caught = {(r["address"], r["by"]) for r in refused}
     expected = {("10.96.0.9:3000", "namespace"), ("10.96.0.5:5000", "namespace"), ("10.96.5.5:5432", "namespace")}
+    expected |= {("[fd00:244::7]:8080", "namespace"), ("10.96.0.10:53", "namespace")}
+    assert v6.returncode != 0 and datagram.returncode == 0  # a datagram leaves; the witness sees it go nowhere
     assert expected | {("minio.storage.svc.cluster.local", "dns"), (f"127.0.0.1:{source_port}", "namespace")} <= caught
     assert all(r["steps"] == ["restore"] for r in refused)
     assert isolation.namespace not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
