@@ -260,6 +260,22 @@ def test_rehearsal_into_an_existing_cluster_by_kubeconfig(source: Source, kube_t
         rehearse(load_plan(PLANS / "kueue-quotas-only.yaml"), source.repo, missing)
 
 
+@pytest.mark.skipif(netns.available() is not None, reason=f"no network namespaces here: {netns.available()}")
+def test_a_postgresql_catalog_is_relayed_into_the_namespace(source: Source, postgres_url: str, tmp_path: Path) -> None:
+    """libpq opens its own sockets: in the namespace, the catalog's PostgreSQL is reachable only through a relay."""
+    from sqlalchemy.engine import make_url
+
+    catalog = Catalog(postgres_url)
+    catalog.engine.dispose()  # every connection the rehearsal uses is opened inside the namespace
+    options = RehearsalOptions(out_dir=tmp_path / "reports", labs_root=tmp_path, isolation="netns")
+    result = rehearse(load_plan(PLANS / "kueue-quotas-only.yaml"), source.repo, options, catalog=catalog)
+    isolation = result.report["run"]["isolation"]
+    url = make_url(postgres_url)
+    assert result.restored and isolation["mode"] == "netns"
+    assert isolation["relayed"] == [f"{url.host}:{url.port}"] and not isolation["blocked"]
+    assert [d.plan_name for d in RunLog(catalog).drills()] == ["kueue-quotas-only"]
+
+
 def test_the_guard_catches_a_step_that_reaches_back_into_the_source(source: Source, tmp_path: Path) -> None:
     """An etcd step asked to compare with the (failed) source: its verify connects there, and is refused."""
     plan = tmp_path / "compare.yaml"

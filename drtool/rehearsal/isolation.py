@@ -39,7 +39,8 @@ MODES = (AUTO, NETNS, IN_PROCESS)
 COVERS = {
     NETNS: "every process the restore starts (subprocesses and C libraries included): a network namespace with "
     "only loopback, the target and the relayed endpoints",
-    IN_PROCESS: "drtool's own Python connections, datagrams and DNS lookups; subprocesses unguarded",
+    IN_PROCESS: "drtool's own Python connections, datagrams and DNS lookups; subprocesses unguarded, and so are "
+    "C libraries that open their own sockets (libpq)",
 }
 
 
