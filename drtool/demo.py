@@ -165,6 +165,7 @@ def _steps(
             )
             run = report.rehearsal.report["run"]
             d.append(f"RTO {run['rto']['measured_s']:.1f}s, RPO {run['rpo']['measured_s']}s")
+            d.append(f"isolation {run['isolation']['mode']}: {run['isolation']['covers']}")
     finally:
         if not keep:
             source_lab.down(purge=False)

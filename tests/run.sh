@@ -18,6 +18,7 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)                         
 command -v ip >/dev/null 2>&1 || need+=(iproute2)                                    # rehearsal in ip netns
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)                           # container image test: base
 command -v buildah >/dev/null 2>&1 || need+=(buildah)                                 # container image test: build
+command -v curl >/dev/null 2>&1 || need+=(curl)                                      # a subprocess in the netns
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing from Debian: ${need[*]}"
   apt-get update -qq

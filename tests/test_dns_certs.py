@@ -199,6 +199,28 @@ def test_zone_file_restore_is_served_by_bind9(repo: Repository, dns_source: DnsL
     assert not run_restore(repo, manifest, plugin, target).result.changed
 
 
+def test_cutover_repoints_records_at_the_new_load_balancers(
+    repo: Repository, dns_source: DnsLab, bind9: Bind9Server
+) -> None:
+    """`cutover`: the restored zone's records that named the old load balancers name the new ones."""
+    manifest = backup(repo, {**dns_source.settings, "kubernetes": False})
+    old_ip, old_host = VALUES["lb_ip"], VALUES["lb_hostname"]
+    cutover = f"{old_ip}=198.51.100.50,{old_host}=gw.new-lb.example.net"
+    target = {"kubernetes": False, "zone_dir": str(bind9.zone_dir)}
+    bad = {"cutover": f"{old_ip}=gw.new-lb.example.net"}  # an A record cannot hold a name
+    with pytest.raises(UsageError, match="not an IPv4 address"):
+        run_restore(repo, manifest.id, plugin, target, options=bad)
+    assert not list(bind9.zone_dir.glob("*.zone")) if bind9.zone_dir.exists() else True  # nothing written
+    out = run_restore(repo, manifest.id, plugin, target, options={"cutover": cutover})
+    assert out.verified and out.result.changed
+    bind9.start()
+    served = axfr(bind9, bind9.key_file)
+    values = {r for (_, rdtype), (_, rdatas) in served.items() if rdtype in ("A", "CNAME") for r in rdatas}
+    assert old_ip not in values and f"{old_host}." not in values
+    assert "198.51.100.50" in values and "gw.new-lb.example.net." in values
+    assert len(served) == len(axfr(dns_source.bind, dns_source.settings["tsig_key_file"]))
+
+
 def test_update_refuses_a_target_serial_ahead(repo: Repository, dns_source: DnsLab, bind9: Bind9Server) -> None:
     bind9.zone_dir.mkdir(parents=True)
     ahead = (SERIAL + 5) % 2**32

@@ -77,7 +77,14 @@ def platform_objects() -> list[dict[str, Any]]:
                 "metadata": {"labels": {"app": "trainer"}},
                 "spec": {
                     "containers": [
-                        {"name": "main", "image": "registry.infra.svc:5000/ml/trainer:1"},
+                        {
+                            "name": "main",
+                            "image": "registry.infra.svc:5000/ml/trainer:1",
+                            "env": [  # what no plugin reads: the reference finder's
+                                {"name": "VAULT_ADDR", "value": "http://vault.secrets.svc.cluster.local:8200"},
+                                {"name": "CHECKPOINTS", "value": "s3://ckpt/llm?endpoint=http://10.96.30.30:9000"},
+                            ],
+                        },
                         {"name": "sidecar", "image": f"{REGISTRY_IP}:5000/ml/sidecar:1"},
                         {"name": "tools", "image": "mirror:5000/ml/tools:1"},
                         {"name": "base", "image": "192.0.2.10:5000/ml/base:1"},
@@ -130,6 +137,14 @@ def platform_objects() -> list[dict[str, Any]]:
             "kind": "ConfigMap",
             "metadata": {"name": "coredns", "namespace": "kube-system"},
             "data": {"Corefile": corefile},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "trainer-config", "namespace": "ml"},
+            "data": {
+                "app.yaml": "# tracking: http://old-mlflow.ml.svc:5000\ntracking_uri: http://mlflow.ml.svc:5000\n"
+            },
         },
         deployment,
         webhook,
@@ -344,6 +359,22 @@ def test_storage_provisioners_and_dns_forwarders(report: IndependenceReport) -> 
     assert finding(report, "provisioner:ebs.csi.aws.com").status == "independent"
     assert finding(report, "10.96.0.20").status == "inside"  # CoreDNS forwards to an in-cluster resolver
     assert finding(report, "192.0.2.53").status == "independent"
+
+
+def test_the_finder_names_what_workloads_carry_in_env_and_embedded_files(report: IndependenceReport) -> None:
+    """The issue's own case: a Vault address and an S3 endpoint in env vars, a tracking URI in a ConfigMap's
+    YAML file — no plugin reads them; the finder does, with the field path and the line."""
+    vault = finding(report, "http://vault.secrets.svc.cluster.local:8200")
+    assert vault.status == "inside" and vault.found_by == ["finder"] and vault.field_kinds == ["env"]
+    assert "deployments.apps ml/trainer spec.template.spec.containers[0].env[0].value" in vault.evidence
+    s3 = finding(report, "http://10.96.30.30:9000")  # the bucket URL's endpoint, not the bucket
+    assert s3.status == "inside" and "service_cidrs" in s3.detail and "containers[0].env[1].value" in s3.evidence
+    tracking = finding(report, "http://mlflow.ml.svc:5000")
+    assert tracking.status == "inside" and 'configmaps ml/trainer-config data["app.yaml"] line 2' in tracking.evidence
+    assert not [f for f in report.findings if "old-mlflow" in f.address]  # a commented-out line is no reference
+    corefile = finding(report, "10.96.0.20")  # CoreDNS's upstream: the plugin's and the finder's, one finding
+    assert corefile.found_by == ["kubernetes", "finder"] and "data.Corefile line 3" in corefile.evidence
+    assert report.finder["scanned"]["kubernetes"]["fields"] > 0
 
 
 def test_waived_unknown_and_independent(report: IndependenceReport) -> None:

@@ -16,7 +16,7 @@ from rich.table import Table
 from drtool.cli.state import console, state
 from drtool.errors import InsideFailureDomain
 
-STYLE = {"inside": "bold red", "unknown": "yellow", "waived": "magenta", "independent": "green"}
+STYLE = {"inside": "bold red", "unknown": "yellow", "waived": "magenta", "remediated": "cyan", "independent": "green"}
 
 
 def verify_independence(
@@ -79,6 +79,4 @@ def _print(independence: dict[str, Any]) -> None:
         table.add_row(f"[{STYLE[f['status']]}]{status}[/]", f["address"], purpose, f["detail"])
     console.print(table)
     counts = independence["counts"]
-    console.print(
-        ", ".join(f"{counts[k]} {k}" for k in ("inside", "unknown", "waived", "independent")), highlight=False
-    )
+    console.print(", ".join(f"{counts[k]} {k}" for k in STYLE), highlight=False)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -35,20 +34,17 @@ def rehearse(
     ] = None,
     out: Annotated[Path, typer.Option("--out", help="Where the report is written.")] = Path("drtool-reports"),
     values: ValuesOpt = None,
-    netns: Annotated[
-        bool, typer.Option("--netns", help="Run inside a new network namespace (root; local-directory stores).")
-    ] = False,
+    isolation: Annotated[
+        str,
+        typer.Option(
+            "--isolation",
+            help="auto (a network namespace where possible), netns (root and iproute2) or in-process (the guard only).",
+        ),
+    ] = "auto",
 ) -> None:
     """Restore a plan into a fresh target with the source unreachable; measure RTO/RPO; write the report.
 
     Example: drtool rehearse --plan restore-plans/full-cluster-rebuild.yaml --source-lab source"""
-    if netns:
-        from drtool.rehearsal.netns import namespace, run_inside
-
-        with namespace() as name:
-            console.print(f"rehearsing inside network namespace {name} (loopback only)", style="dim")
-            code = run_inside(name, [sys.executable, "-m", "drtool", *(a for a in sys.argv[1:] if a != "--netns")])
-        raise typer.Exit(code)
     from drtool.lab.lab import Lab
     from drtool.rehearsal.rehearse import RehearsalOptions
     from drtool.rehearsal.rehearse import rehearse as run_rehearsal
@@ -69,6 +65,7 @@ def rehearse(
         source_lab=Lab.load(source_lab) if source_lab else None,
         failure_time=when,
         out_dir=out,
+        isolation=isolation,
     )
     with progress() as prog:
         result = run_rehearsal(
@@ -110,12 +107,16 @@ def print_rehearsal(report: dict) -> None:  # type: ignore[type-arg]
     failed_steps = [s["id"] for s in run["steps"] if s["status"] in ("failed", "refused")]
     rto_text = f"not recovered (failed: {', '.join(failed_steps)})" if failed_steps else _versus(rto)
     console.print(f"RTO {rto_text}   RPO {_versus(rpo)}", highlight=False)
+    isolation = run.get("isolation") or {}
+    console.print(f"isolation: {isolation.get('mode')} — covers {isolation.get('covers')}", highlight=False)
+    for pair in run.get("bug_pairs") or []:
+        console.print(f"  [red]BUG[/] refused {pair['address']} ({pair['by']}), analysis: {pair['analysis']}")
     independence = report.get("independence") or {}
     counts = independence.get("counts") or {}
     console.print(
         f"independence: {independence.get('verdict', 'not analysed')} — {counts.get('inside', 0)} inside the failure "
         f"domain, {counts.get('unknown', 0)} unknown, {counts.get('waived', 0)} waived, "
-        f"{counts.get('independent', 0)} independent",
+        f"{counts.get('remediated', 0)} remediated, {counts.get('independent', 0)} independent",
         highlight=False,
     )
 

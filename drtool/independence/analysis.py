@@ -30,8 +30,10 @@ from typing import Any
 
 from drtool.crypto.slots import KeySlot
 from drtool.independence.domain import Address, DomainMatch, FailureDomain, parse_address
+from drtool.independence.finder import ClusterNames, Scan, ServiceKey, find_references
 from drtool.independence.hints import fix_hint
 from drtool.independence.marks import BLOCKS_RESTORE, PROVISIONER
+from drtool.independence.remedies import CUTOVER_PURPOSE, IMAGE_REGISTRY, Remedies, Remedy
 from drtool.plans.schema import Plan, Waiver
 from drtool.plans.steps import step_target, why_not_run
 from drtool.plugin.contract import Plugin
@@ -40,7 +42,8 @@ from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.restore import restore_dependencies
 
-INSIDE, INDEPENDENT, UNKNOWN, WAIVED = "inside", "independent", "unknown", "waived"
+INSIDE, INDEPENDENT, UNKNOWN, WAIVED, REMEDIATED = "inside", "independent", "unknown", "waived", "remediated"
+FINDER = "finder"  # found_by for what the reference finder found (plugins are named by their own name)
 RESOLVE_TIMEOUT_S = 3.0
 RESOLVE_WORKERS = 16
 # Provisioners whose volumes live on the cluster's own nodes (they die with it) or in a cloud's disks (they don't).
@@ -90,6 +93,10 @@ class Finding:
     waiver: Waiver | None = None
     needed: bool = True
     blocks_restore: bool = False
+    found_by: list[str] = dataclasses.field(default_factory=list)  # plugin names and/or "finder"
+    remedy: Remedy | None = None
+    service: ServiceKey | None = None  # the cluster Service a finder reference names
+    field_kinds: list[str] = dataclasses.field(default_factory=list)  # where the finder found it
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -105,6 +112,9 @@ class Finding:
             "waiver": _waiver_dict(self.waiver) if self.waiver else None,
             "needed": self.needed,
             "blocks_restore": self.blocks_restore,
+            "found_by": self.found_by,
+            "field_kinds": self.field_kinds,
+            "remedy": self.remedy.to_dict() if self.remedy else None,
         }
 
 
@@ -118,6 +128,7 @@ class IndependenceReport:
     steps: list[dict[str, Any]]  # id, uses, needs, analysed, note
     waivers: list[dict[str, Any]]
     generated: str
+    finder: dict[str, Any] = dataclasses.field(default_factory=dict)  # what the reference finder searched
 
     @property
     def failing(self) -> list[Finding]:
@@ -136,7 +147,7 @@ class IndependenceReport:
         return "pass"
 
     def counts(self) -> dict[str, int]:
-        out = {s: 0 for s in (INSIDE, UNKNOWN, WAIVED, INDEPENDENT)}
+        out = {s: 0 for s in (INSIDE, UNKNOWN, WAIVED, REMEDIATED, INDEPENDENT)}
         for f in self.findings:
             out[f.status] += 1
         out["blocking"] = sum(1 for f in self.failing if f.blocks_restore)
@@ -153,6 +164,7 @@ class IndependenceReport:
             "steps": self.steps,
             "findings": [f.to_dict() for f in self.findings],
             "waivers": self.waivers,
+            "finder": self.finder,
         }
 
 
@@ -182,20 +194,87 @@ def analyze(
     with ThreadPoolExecutor(max_workers=plan.parallelism, thread_name_prefix="drtool-deps") as pool:
         per_step = list(pool.map(lambda w: restore_dependencies(repo, w[1], manifest, w[2]), work))
     findings: dict[tuple[str, str, str, str], Finding] = {}
-    for (step_id, _, _), deps in zip(work, per_step, strict=True):
+    for (step_id, plugin, _), deps in zip(work, per_step, strict=True):
         for dep in deps:
             key = (dep.kind, dep.address, dep.purpose, dep.evidence)
             found = findings.setdefault(key, Finding(dep.kind, dep.address, dep.purpose, dep.evidence))
             found.steps.append(step_id)
-    judged = list(findings.values()) + _other_slots(repo)
+            if plugin.name not in found.found_by:
+                found.found_by.append(plugin.name)
+    scan = find_references(repo, manifest, [(step_id, plugin.name) for step_id, plugin, _ in work], domain)
+    carried = _merge_references(list(findings.values()), scan, domain)
+    judged = list(findings.values()) + carried + _other_slots(repo)
     _judge_all(judged, domain, repo, resolve)
+    remedies = Remedies(plan, {w[0]: w[2] for w in work}, scan.backup.services, [w[0] for w in work])
+    for f in judged:
+        _remediate(f, remedies)
     waivers = _apply_waivers(judged, plan.waivers, today or dt.date.today())
     for f in judged:
         f.hint = fix_hint(f.kind, f.address, f.purpose, f.status)
-    order = {INSIDE: 0, UNKNOWN: 1, WAIVED: 2, INDEPENDENT: 3}
+    # what only the finder found, outside the domain, is counted, not listed: links in annotations and docs
+    quiet = [f for f in judged if f.found_by == [FINDER] and f.status == INDEPENDENT]
+    judged = [f for f in judged if f.found_by != [FINDER] or f.status != INDEPENDENT]
+    order = {INSIDE: 0, UNKNOWN: 1, WAIVED: 2, REMEDIATED: 3, INDEPENDENT: 4}
     judged.sort(key=lambda f: (not f.needed, order[f.status], not f.blocks_restore, f.address))
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return IndependenceReport(plan.name, manifest.id, manifest.finished, domain, judged, steps, waivers, now)
+    finder = _finder_summary(scan, quiet)
+    return IndependenceReport(plan.name, manifest.id, manifest.finished, domain, judged, steps, waivers, now, finder)
+
+
+def _merge_references(plugin_findings: list[Finding], scan: Scan, domain: FailureDomain) -> list[Finding]:
+    """Fold each finder reference into the plugin finding with the same host and port, or make it a finding:
+    one address is one finding, whoever found it (``found_by`` says who). Plugin findings that name a
+    cluster Service learn which (for the remedies)."""
+    names = ClusterNames(domain, scan.backup)
+    by_endpoint: dict[Address, Finding] = {}
+    for f in plugin_findings:
+        address = parse_address(f.address) if f.kind != "credential" else None
+        if address is not None:
+            by_endpoint.setdefault(address, f)
+            f.service = None if address.ip is not None else names.service_of(address.host, None)
+    out: list[Finding] = []
+    for ref in scan.references:
+        evidence = ref.evidence_text()
+        kinds = sorted(ref.kinds)
+        same = by_endpoint.get(Address(ref.host, ref.port)) if not ref.rewritten else None
+        if same is not None:
+            if FINDER not in same.found_by:
+                same.found_by.append(FINDER)
+            same.evidence = f"{same.evidence}; finder: {evidence}" if same.evidence else evidence
+            same.steps += [s for s in ref.steps if s not in same.steps]
+            same.field_kinds = sorted({*same.field_kinds, *kinds})
+            continue
+        purpose = f"address carried by restored state ({', '.join(kinds)})"
+        finding = Finding("reference", ref.address, purpose, evidence, steps=list(ref.steps), found_by=[FINDER])
+        finding.service, finding.field_kinds = ref.service, kinds
+        if ref.rewritten:
+            finding.remedy = Remedy(ref.steps[0], ref.rewritten)
+        out.append(finding)
+    return out
+
+
+def _remediate(f: Finding, remedies: Remedies) -> None:
+    """Inside, but the plan takes the restored platform off it: remediated, with the step that does it."""
+    if f.status != INSIDE or f.blocks_restore:
+        return
+    note = ""
+    if f.remedy is None and f.purpose == IMAGE_REGISTRY:
+        f.remedy = remedies.for_image(f.address, f.steps)
+    elif f.remedy is None and f.purpose.startswith(CUTOVER_PURPOSE):
+        f.remedy = remedies.for_cutover(f.address, f.steps)
+    elif f.remedy is None and f.service is not None:
+        f.remedy, note = remedies.for_service(f.service)
+    if f.remedy is not None:
+        f.status = REMEDIATED
+        f.detail = f"{f.detail}; remediated by step {f.remedy.step}: {f.remedy.how}"
+    elif note:
+        f.detail = f"{f.detail}; {note}"
+
+
+def _finder_summary(scan: Scan, quiet: list[Finding]) -> dict[str, Any]:
+    summary = scan.to_dict()
+    summary["independent_addresses"] = sorted({f.address for f in quiet})
+    return summary
 
 
 # --- judging ------------------------------------------------------------------------------------------
@@ -216,6 +295,10 @@ def _judge_all(findings: list[Finding], domain: FailureDomain, repo: Repository,
     for f in findings:
         if f.address in names:
             f.status, f.detail, f.match = _judge_resolved(f.address, names[f.address], resolved, domain)
+            if f.status == UNKNOWN and f.found_by == [FINDER]:
+                # written into the platform by people: a name this host cannot resolve that matches nothing in
+                # the domain says nothing about the failed cluster (the domain's own names matched above)
+                f.status, f.detail = INDEPENDENT, f"{f.detail}; it matches nothing in the failure domain"
 
 
 def _judge(f: Finding, domain: FailureDomain, repo: Repository) -> tuple[str, str, DomainMatch | None]:
@@ -224,7 +307,7 @@ def _judge(f: Finding, domain: FailureDomain, repo: Repository) -> tuple[str, st
         return _judge_provisioner(f.address.removeprefix(PROVISIONER))
     if f.kind == "credential" and f.address.startswith("key slot "):
         return _judge_slot(_slot_by_id(repo, f.address), domain)
-    found = domain.match(f.address)
+    found = domain.match(f.address) or _service_match(f, domain)
     if found:
         return INSIDE, found.describe(f.address), found
     if f.address.startswith(("/", "file://")):
@@ -240,6 +323,16 @@ def _judge(f: Finding, domain: FailureDomain, repo: Repository) -> tuple[str, st
         why = "a short name: the cluster's DNS search path would make it an in-cluster Service; from elsewhere"
         return UNKNOWN, f"{address.host} is {why} it resolves to whatever that host's search path says", None
     return INDEPENDENT, f"{address.host} matches no host, endpoint or DNS domain of the failure domain", None
+
+
+def _service_match(f: Finding, domain: FailureDomain) -> DomainMatch | None:
+    """A short Service name (``minio.storage``, ``redis``) the finder tied to a Service of the backup."""
+    suffixes = [k for k in domain.facts if k.endswith("_dns_suffixes")]
+    if f.service is None or not suffixes:
+        return None
+    namespace, name = f.service
+    how = "a cluster Service name (namespace in the backup), like"
+    return DomainMatch(suffixes[0], f"{name}.{namespace}.svc", how, domain.evidence.get(suffixes[0], ""))
 
 
 def _judge_resolved(

@@ -62,10 +62,8 @@ def parse_address(text: str) -> Address | None:
     text = text.strip()
     if not text or " " in text:
         return None
-    try:  # a bare IPv6 address would otherwise read as host:port
-        return Address(str(ipaddress.ip_address(text.strip("[]"))))
-    except ValueError:
-        pass
+    with contextlib.suppress(ValueError):  # a bare IPv6 address would otherwise read as host:port
+        return Address(normal_ip(text.strip("[]")))
     has_scheme = "://" in text
     try:
         parts = urlsplit(text if has_scheme else f"//{text}")
@@ -78,8 +76,16 @@ def parse_address(text: str) -> Address | None:
         port = DEFAULT_PORTS.get(parts.scheme.lower())
     host = host.rstrip(".").lower()
     with contextlib.suppress(ValueError):
-        host = str(ipaddress.ip_address(host))
+        host = normal_ip(host)
     return Address(host, port)
+
+
+def normal_ip(text: str) -> str:
+    """An IP's one spelling: compressed, and an IPv4-mapped IPv6 address (``::ffff:10.0.0.5``, which a
+    dual-stack socket uses for IPv4 peers) as the IPv4 address it stands for; ValueError if not an IP."""
+    ip = ipaddress.ip_address(text)
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    return str(mapped or ip)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,8 +23,18 @@ INSIDE_HINTS = (
     ("key slot", "add a key slot held outside the cluster (`drtool key add`: passphrase, key file or shares)"),
     ("vault", "restore Vault from its own backup in an earlier step, or point at a Vault outside the cluster"),
     ("gitops", "mirror the repository outside the cluster (the git plugin) and point the source at the mirror"),
-    ("dns", "forward to resolvers outside the cluster (the provider's or your own)"),
-    ("store", "keep the store outside the cluster: another region, account or site"),
+    (
+        "dns record",
+        "re-point the record at the new cluster's load balancer (dns-certs step option cutover), or reserve "
+        "the address",
+    ),
+    ("upstream dns", "forward to resolvers outside the cluster (the provider's or your own)"),
+    ("drtool store", "keep the store outside the cluster: another region, account or site"),
+    (
+        "carried by restored state",
+        "point it at a service outside the cluster, or restore what it names in this plan (a Service the plan "
+        "restores is remediated)",
+    ),
     ("target", "restore into a new cluster: the target must not be the one that failed"),
 )
 UNKNOWN_HINT = "check by hand where it lives; if it is meant to stay, waive it in the plan with a reason"
@@ -32,7 +42,7 @@ GENERIC_INSIDE = "make it reachable without the failed cluster, or waive it in t
 
 
 def fix_hint(kind: str, address: str, purpose: str, status: str) -> str:
-    if status == "independent":
+    if status in ("independent", "remediated"):
         return ""
     if status == "waived":
         return "accepted by a waiver: revisit it when the waiver expires"
@@ -44,7 +54,7 @@ def fix_hint(kind: str, address: str, purpose: str, status: str) -> str:
         if "." not in address and " " not in address and not address.startswith("/"):
             return "write the fully qualified name, so that it means the same from everywhere; " + UNKNOWN_HINT
         return UNKNOWN_HINT
-    text = f"{kind} {address} {purpose}".lower()
+    text = f"{kind} {address} {purpose}".lower().replace("-", " ")  # "dns-record" is a DNS record
     for words, hint in INSIDE_HINTS:
         if purpose.startswith(words) if words == BLOCKS_RESTORE else words in text:
             return hint

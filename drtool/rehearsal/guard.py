@@ -2,13 +2,17 @@
 
 A rehearsal proves a restore does not need the system it replaces. Stopping a lab source only shows that
 nothing *succeeded* in reaching it; the guard shows that nothing *tried*: it is a ``sys.addaudithook`` hook
-on ``socket.getaddrinfo`` and ``socket.connect`` (every Python client — requests, urllib3, boto3, the
-kubernetes client — goes through them), and it raises ``ConnectionRefusedError`` for an address the
-failure domain holds, after noting the address, why it matched, and which plan steps were running.
+on the calls every Python client goes through — ``socket.connect`` (TCP, and UDP sockets that connect),
+``socket.sendto`` and ``socket.sendmsg`` (UDP datagrams to an address), ``socket.getaddrinfo`` and
+``socket.gethostbyname`` (DNS lookups: an in-domain name is refused before it is resolved) — and it raises
+``ConnectionRefusedError`` for an address the failure domain holds, after noting the address, why it
+matched, and which plan steps were running. IPv4-mapped IPv6 addresses (``::ffff:10.0.0.5``, what a
+dual-stack socket connects to) are judged as the IPv4 address they stand for (``domain.normal_ip``).
 
 Audit hooks cannot be removed, so one hook is installed per process and does nothing unless a guard is
-active; its fast path is one comparison per audit event. Subprocesses (etcdutl, a server a plugin starts)
-are outside its reach: `drtool rehearse --netns` runs the whole rehearsal in a network namespace for that.
+active; its fast path is one comparison per audit event. Subprocesses (git, helm, etcdutl, a kubeconfig's
+exec plugin) and C libraries that open sockets themselves (libpq) are beyond an audit hook: the network
+namespace (isolation.py) covers those, and reports what it saw through ``record``.
 """
 
 from __future__ import annotations
@@ -22,7 +26,10 @@ from collections.abc import Callable
 from typing import Any
 
 IsInside = Callable[[str, int | None], str | None]  # (host, port) -> why it is inside the domain, or None
-_EVENTS = frozenset({"socket.connect", "socket.getaddrinfo"})
+_SENDS = frozenset({"socket.connect", "socket.sendto", "socket.sendmsg"})  # (socket, address)
+_LOOKUPS = frozenset({"socket.getaddrinfo", "socket.gethostbyname"})  # (host, [port, ...])
+_EVENTS = _SENDS | _LOOKUPS
+GUARD, NAMESPACE, DNS = "guard", "namespace", "dns"  # who caught it: this hook, the namespace, its resolver
 _active: NetworkGuard | None = None
 _installed = False
 _install_lock = threading.Lock()
@@ -34,9 +41,11 @@ class Refusal:
     reason: str
     steps: tuple[str, ...]  # plan steps running when it happened (all of them: threads cannot be told apart)
     at_s: float
+    by: str = GUARD
 
     def to_dict(self) -> dict[str, Any]:
-        return {"address": self.address, "reason": self.reason, "steps": list(self.steps), "at_s": self.at_s}
+        return {"address": self.address, "reason": self.reason, "steps": list(self.steps), "at_s": self.at_s,
+                "by": self.by}  # fmt: skip
 
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
@@ -45,17 +54,18 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
     guard = _active
     if guard is None:
         return
-    if event == "socket.connect":
+    if event in _SENDS:
         address = args[1]
         if isinstance(address, tuple) and len(address) >= 2 and isinstance(address[0], str):
             guard.check(address[0], address[1])
-    else:  # socket.getaddrinfo(host, port, family, type, proto, flags): names are refused before resolution
-        host, port = args[0], args[1]
-        if isinstance(host, bytes):
-            host = host.decode(errors="replace")
-        numeric = isinstance(port, int) or (isinstance(port, str) and port.isdigit())
-        if isinstance(host, str) and host:
-            guard.check(host, int(port) if numeric else None)
+        return
+    host = args[0]  # getaddrinfo(host, port, family, type, proto, flags) / gethostbyname(host)
+    port = args[1] if len(args) > 1 else None
+    if isinstance(host, bytes):
+        host = host.decode(errors="replace")
+    numeric = isinstance(port, int) or (isinstance(port, str) and port.isdigit())
+    if isinstance(host, str) and host:
+        guard.check(host, int(port) if numeric else None)  # type: ignore[arg-type]
 
 
 class NetworkGuard:
@@ -72,10 +82,16 @@ class NetworkGuard:
         reason = self.is_inside(host, port)
         if reason is None:
             return
+        self.record(host, port, reason, GUARD)
+        raise ConnectionRefusedError(errno.ECONNREFUSED, f"refused by drtool's rehearsal network guard: {reason}")
+
+    def record(self, host: str, port: int | None, reason: str, by: str) -> str:
+        """Note an attempt into the domain that was stopped elsewhere (the namespace, its resolver)."""
         address = f"[{host}]:{port}" if ":" in host and port else f"{host}:{port}" if port else host
         with self._lock:
-            self.refused.append(Refusal(address, reason, tuple(sorted(self.running)), time.monotonic() - self._t0))
-        raise ConnectionRefusedError(errno.ECONNREFUSED, f"refused by drtool's rehearsal network guard: {reason}")
+            steps = tuple(sorted(self.running))
+            self.refused.append(Refusal(address, reason, steps, round(time.monotonic() - self._t0, 3), by))
+        return address
 
     def step_started(self, step_id: str) -> None:
         with self._lock:

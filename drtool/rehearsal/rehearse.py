@@ -1,9 +1,9 @@
 """`drtool rehearse`: restore a plan into a fresh target with the source unreachable, and measure it.
 
-The order matters. The target is provisioned first, while the source still runs (two labs on one machine
-then never share a port, so the guard cannot mistake one for the other). Then the source is made
-unreachable — a lab source is stopped, and a network guard refuses every connection into the backup's
-failure domain — and the clock starts: RTO is the wall time from there to the last check passing,
+The order matters. The isolation is entered first (isolation.py: by default a network namespace, which the
+target lab is then started in), then the target is provisioned while the source still runs, then the
+source is made unreachable — a lab source is stopped, and a network guard refuses every connection into
+the backup's failure domain — and the clock starts: RTO is the wall time from there to the last check passing,
 broken down by step. RPO is the age of the restored state: the failure time (now, or ``failure_time``)
 minus the time each plugin's backup finished. The drill is recorded in the catalog and the report is
 written through drtool.report (JSON, Markdown, HTML).
@@ -26,10 +26,13 @@ from drtool.plans.loader import LoadedPlan
 from drtool.plans.schema import Plan
 from drtool.plans.source import find_backup
 from drtool.plans.steps import skip_reason, step_target
+from drtool.plugin.contract import Plugin
 from drtool.plugin.manager import load_plugins
 from drtool.progress import Progress
+from drtool.rehearsal.agreement import bug_pairs
 from drtool.rehearsal.guard import NetworkGuard
-from drtool.rehearsal.target import Target, kubeconfig_target, lab_target
+from drtool.rehearsal.isolation import AUTO, isolate
+from drtool.rehearsal.target import Target, kubeconfig_target, lab_target, reachable_endpoints
 from drtool.repo.manifest import Manifest, utc_now
 from drtool.repo.repository import Repository
 from drtool.report import write_report
@@ -68,6 +71,7 @@ class RehearsalOptions:
     failure_time: dt.datetime | None = None  # default: when the source was made unreachable
     out_dir: Path = Path("drtool-reports")
     labs_root: Path | None = None
+    isolation: str = AUTO  # auto | netns | in-process (drtool.rehearsal.isolation)
 
 
 def _parse_time(text: str) -> dt.datetime:
@@ -124,44 +128,49 @@ def rehearse(
     manifest = find_backup(repo, plan.source, options.backup)  # read once, passed by value from here on
     backup_id = manifest.id
     installed = load_plugins()
-    will_run = [installed[s.uses] for s in plan.steps if skip_reason(s, manifest, installed) is None]
-    plugins = list({p.name: p for p in will_run}.values())
+    running = [(s, installed[s.uses]) for s in plan.steps if skip_reason(s, manifest, installed) is None]
+    plugins = list({p.name: p for _, p in running}.values())
     domain = source_domain(manifest, options.source_lab)
     phases["plan_s"], clock = time.monotonic() - clock, time.monotonic()
     echo(f"rehearsing plan {plan.name} from backup {backup_id} into {options.target}")
-    if options.target == "lab":
-        target = lab_target(plugins, options.labs_root)
-    else:
-        target = kubeconfig_target(options.target, plugins)
-    phases["provision_s"] = time.monotonic() - clock
-    echo(f"target {target.description} ready in {phases['provision_s']:.1f}s")
+    guard = NetworkGuard(domain.is_inside)
+    allowed = reachable_endpoints(repo, catalog, options.target, plan, manifest, running)
+    target: Target | None = None
+    source_stopped = False
     try:
-        if options.source_lab is not None:
-            options.source_lab.down(purge=False)
-            echo(f"source lab {options.source_lab.name} stopped: it stays unreachable for the rehearsal")
-        failure_time = options.failure_time or dt.datetime.now(dt.UTC)
-        guard = NetworkGuard(domain.is_inside)
-        started = time.monotonic()
-        with guard:
-            executor = Executor(
-                loaded,
-                repo,
-                manifest,
-                overrides=target.overrides,
-                catalog=catalog,
-                kind="rehearsal",
-                watcher=guard,
-                echo=echo,
-                progress=progress,
-            )
-            run = executor.execute()
-            verified_s = time.monotonic() - started
-            outside_steps = [r.to_dict() for r in guard.refused if not r.steps]
+        with isolate(options.isolation, domain, guard, allowed, keep=options.keep) as isolation:
+            echo(f"isolation: {isolation.mode} ({isolation.why})")
+            target = _provision(options, plugins)
+            phases["provision_s"] = time.monotonic() - clock
+            echo(f"target {target.description} ready in {phases['provision_s']:.1f}s")
+            if options.source_lab is not None:
+                options.source_lab.down(purge=False)
+                source_stopped = True
+                echo(f"source lab {options.source_lab.name} stopped: it stays unreachable for the rehearsal")
+            failure_time = options.failure_time or dt.datetime.now(dt.UTC)
+            started = time.monotonic()
+            with guard:
+                executor = Executor(
+                    loaded,
+                    repo,
+                    manifest,
+                    overrides=target.overrides,
+                    catalog=catalog,
+                    kind="rehearsal",
+                    watcher=guard,
+                    echo=echo,
+                    progress=progress,
+                )
+                run = executor.execute()
+                verified_s = time.monotonic() - started
+        outside_steps = [r.to_dict() for r in guard.refused if not r.steps]  # the namespace's witness has drained
         phases["restore_s"], clock = verified_s, time.monotonic()
         independence = _independence(plan, repo, manifest, target)
         phases["analysis_s"], clock = time.monotonic() - clock, time.monotonic()
         report = build_report(loaded, manifest, run, target, failure_time, verified_s, phases, outside_steps)
         report["independence"] = independence
+        report["run"]["isolation"] = isolation.to_dict()
+        report["run"]["bug_pairs"] = bug_pairs(guard.refused, independence)
         paths = write_report(report, options.out_dir, f"rehearsal-{plan.name}-{run.run_id}")
         phases["report_s"] = time.monotonic() - clock
         result = Rehearsal(_restored(report), report, paths, run, phases)
@@ -172,10 +181,16 @@ def rehearse(
         echo(f"report: {paths['html']}")
         return result
     finally:
-        if not options.keep:
+        if target is not None and not options.keep:
             target.teardown()
-        if options.source_lab is not None and not options.source_stays_down:
+        if options.source_lab is not None and source_stopped and not options.source_stays_down:
             options.source_lab.up(list(dict.fromkeys(c.kind for c in options.source_lab.components.values())))
+
+
+def _provision(options: RehearsalOptions, plugins: list[Plugin]) -> Target:
+    if options.target == "lab":
+        return lab_target(plugins, options.labs_root)
+    return kubeconfig_target(options.target, plugins)
 
 
 def build_report(

@@ -14,13 +14,21 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drtool.errors import DrtoolError, UsageError
 from drtool.lab.components.etcd import EtcdServer
 from drtool.lab.lab import Lab
+from drtool.plans.schema import Plan, Step
+from drtool.plans.steps import step_target
 from drtool.plugin.contract import LabSupport, Plugin
 from drtool.plugin.manager import get_plugin, load_plugins
+from drtool.repo.manifest import Manifest
+from drtool.repo.repository import Repository
+from drtool.restore import restore_dependencies
+
+if TYPE_CHECKING:
+    from drtool.catalog.db import Catalog
 
 
 @dataclasses.dataclass
@@ -121,3 +129,28 @@ def stop_restored_servers(root: Path) -> None:
             continue
         if isinstance(server, Mapping):
             EtcdServer.from_state(dict(server)).stop()
+
+
+def reachable_endpoints(
+    repo: Repository,
+    catalog: Catalog | None,
+    target: str,
+    plan: Plan,
+    manifest: Manifest,
+    steps: Iterable[tuple[Step, Plugin]],
+) -> list[str]:
+    """What a restore into ``target`` must reach beyond the rehearsal's namespace (isolation.py): the store
+    and a network catalog; for an existing cluster, every endpoint the steps' plugins say the restore
+    contacts (``restore_dependencies``: the static analysis's own list). A fresh lab is inside."""
+    found = [repo.backend.endpoint()]
+    if catalog is not None and "://" in catalog.url and not catalog.url.startswith("sqlite"):
+        from sqlalchemy.engine import make_url
+
+        url = make_url(catalog.url)
+        found.append(f"{url.host}:{url.port or 5432}")
+    if target != "lab":
+        overrides = kubeconfig_target(target, [p for _, p in steps]).overrides
+        for step, plugin in steps:
+            deps = restore_dependencies(repo, plugin, manifest, step_target(plan, step, overrides))
+            found += [d.address for d in deps if d.kind == "endpoint"]
+    return [f for f in dict.fromkeys(found) if f]

@@ -7,7 +7,14 @@ from typing import Any
 
 from drtool.report import view
 
-STATUS_MARK = {"inside": "❌ inside", "unknown": "❓ unknown", "waived": "⚠️ waived", "independent": "✅ independent"}
+STATUS_MARK = {
+    "inside": "❌ inside",
+    "unknown": "❓ unknown",
+    "waived": "⚠️ waived",
+    "remediated": "🔧 remediated",
+    "independent": "✅ independent",
+}
+STATUSES = ("inside", "unknown", "waived", "remediated", "independent")
 STEP_MARK = {"ok": "✅ ok", "failed": "❌ failed", "refused": "⛔ refused", "skipped": "⏭ skipped"}
 
 
@@ -67,6 +74,7 @@ def _run(report: Mapping[str, Any], run: Mapping[str, Any]) -> list[str]:
     if refused:
         lines += ["### Refused connections (into the failure domain)", ""]
         lines += _table(["step", "connection"], refused)
+    lines += _isolation(run)
     checks = report.get("checks") or []
     if checks:
         lines += ["## Checks", ""]
@@ -77,16 +85,58 @@ def _run(report: Mapping[str, Any], run: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _isolation(run: Mapping[str, Any]) -> list[str]:
+    isolation = run.get("isolation")
+    if not isolation:
+        return []
+    lines = [
+        "### Isolation",
+        "",
+        f"**{isolation['mode']}** ({isolation.get('why')}): covers {isolation['covers']}.",
+        "",
+    ]
+    if isolation.get("relayed"):
+        lines += [f"Relayed into the namespace: {', '.join(isolation['relayed'])}.", ""]
+    if isolation.get("blocked"):
+        lines += [f"Blocked outside the failure domain: {', '.join(isolation['blocked'])}.", ""]
+    pairs = run.get("bug_pairs") or []
+    if pairs:
+        lines += ["### Bug pairs: refused during the rehearsal, not reported by the analysis", ""]
+        lines += _table(["address", "caught by", "steps", "the analysis said"],
+                        [(p["address"], p["by"], ", ".join(p["steps"]), p["analysis"]) for p in pairs])  # fmt: skip
+    return lines
+
+
+def _finder(finder: Mapping[str, Any]) -> list[str]:
+    if not finder:
+        return []
+    scanned = finder.get("scanned") or {}
+    fields = sum(p.get("fields", 0) for p in scanned.values())
+    lines = [
+        f"The reference finder searched {fields} fields of {', '.join(sorted(scanned)) or 'no plugin'} in "
+        f"{finder.get('seconds')} s; {len(finder.get('independent_addresses') or [])} more addresses it found are "
+        "outside the failure domain and not listed.",
+        "",
+    ]
+    unscanned = finder.get("unscanned") or {}
+    if unscanned:
+        what = [
+            f"{plugin} ({u['artifacts']}: {', '.join(u['examples'])}...)" for plugin, u in sorted(unscanned.items())
+        ]
+        lines += [f"Not searched (blobs, snapshots, archives, indexes): {'; '.join(what)}.", ""]
+    return lines
+
+
 def _independence(ind: Mapping[str, Any]) -> list[str]:
     counts = ind.get("counts") or {}
-    summary = ", ".join(f"{counts.get(k, 0)} {k}" for k in ("inside", "unknown", "waived", "independent"))
+    summary = ", ".join(f"{counts.get(k, 0)} {k}" for k in STATUSES)
     lines = ["## Recovery independence", "", f"{summary}.", ""]
     blocking = counts.get("blocking")
     if blocking:
         lines += [f"**Blocking the restore itself: {blocking}.**", ""]
     findings = ind.get("findings") or []
     lines += _table(
-        ["status", "dependency", "for", "carried by", "why", "fix"],
+        ["status", "dependency", "for", "found by", "carried by", "why", "fix"],
         [
             (
                 STATUS_MARK.get(f["status"], f["status"])
@@ -94,6 +144,7 @@ def _independence(ind: Mapping[str, Any]) -> list[str]:
                 + (" — BLOCKS RESTORE" if f.get("blocks_restore") and f["status"] != "independent" else ""),
                 f"`{f['address']}`",
                 f["purpose"],
+                ", ".join(f.get("found_by") or []),
                 f.get("evidence"),
                 f.get("detail") + (f" (waiver: {f['waiver']['reason']})" if f.get("waiver") else ""),
                 f.get("hint"),
@@ -101,6 +152,7 @@ def _independence(ind: Mapping[str, Any]) -> list[str]:
             for f in findings
         ],
     )
+    lines += _finder(ind.get("finder") or {})
     waivers = ind.get("waivers") or []
     if waivers:
         lines += ["### Waivers", ""]

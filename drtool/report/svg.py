@@ -25,6 +25,7 @@ COLOURS = {
     "inside": "#c62828",
     "unknown": "#f9a825",
     "waived": "#6a1b9a",
+    "remediated": "#00838f",
     "independent": "#2e7d32",
 }
 INK, GRID, PAPER = "#212121", "#e0e0e0", "#ffffff"

@@ -30,7 +30,7 @@ from drtool.plugin.toolkit.kube.objects import object_key
 from drtool.plugin.toolkit.kube.restore import restore_objects
 from drtool.plugin.toolkit.kube.settings import Connection, RestoreOptions
 
-from . import certs, externaldns, tsig, zones
+from . import certs, cutover, externaldns, tsig, zones
 from .backup import ZONE_FORMAT
 from .kinds import COREDNS_NAMESPACE, DEPLOYMENTS, KUBE_DNS, OWN_APPLY, SERVICES
 from .settings import RestoreSettings
@@ -39,13 +39,14 @@ from .view import KubeView, only
 Obj = dict[str, Any]
 
 
-def load_zones(ctx: RestoreContext) -> dict[str, zones.RRsets]:
-    """Every zone of the backup, each artifact read to its end (verified) before anything is written."""
+def load_zones(ctx: RestoreContext, repoint: Mapping[str, str]) -> dict[str, zones.RRsets]:
+    """Every zone of the backup, each artifact read to its end (verified) before anything is written, with
+    the ``cutover`` option's records re-pointed (``cutover.repoint``)."""
     out = {}
     for art in ctx.artifacts:
         if art.meta.get("format") == ZONE_FORMAT:
             with ctx.open(art.name) as src:
-                out[art.meta["zone"]] = zones.parse(src.read(), art.meta["zone"])
+                out[art.meta["zone"]] = cutover.repoint(zones.parse(src.read(), art.meta["zone"]), repoint)
     return out
 
 
@@ -54,7 +55,7 @@ def run_restore(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping
     if s.externaldns == "release":
         return _release(target, s)
     started = time.monotonic()
-    backup_zones = load_zones(ctx)
+    backup_zones = load_zones(ctx, s.cutover)
     key = tsig.load(s.dns.key_file) if s.dns else None
     plans = _plan_zones(s, backup_zones, key)
     details: dict[str, Any] = {}

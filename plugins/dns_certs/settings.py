@@ -16,6 +16,8 @@ from drtool.errors import UsageError
 from drtool.plans.schema import parse_duration
 from drtool.plugin.toolkit.settings import as_bool, as_list, as_number
 
+from .cutover import parse_cutover
+
 EXTERNALDNS_MODES = ("keep", "hold", "release")
 DEFAULT_MARGIN = dt.timedelta(days=14)
 DEFAULT_DNS_PORT = 53
@@ -90,6 +92,7 @@ class RestoreSettings:
     rto: dt.timedelta = dt.timedelta(0)
     expiry_margin: dt.timedelta = DEFAULT_MARGIN
     dry_run: bool = False
+    cutover: Mapping[str, str] = dataclasses.field(default_factory=dict)  # old LB address -> new (cutover.py)
 
     @classmethod
     def parse(cls, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreSettings:
@@ -110,4 +113,5 @@ class RestoreSettings:
             rto=rto,
             expiry_margin=margin,
             dry_run=as_bool(merged.get("dry_run"), False),
+            cutover=parse_cutover(merged.get("cutover")),
         )

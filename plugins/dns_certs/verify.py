@@ -157,7 +157,7 @@ def _would_not_reissue(client: KubeClient, view: KubeView, certificates: list[Ob
 def _zone_checks(ctx: RestoreContext, s: RestoreSettings) -> list[Check]:
     checks = []
     key = tsig.load(s.dns.key_file) if s.dns else None
-    for zone, backup in load_zones(ctx).items():
+    for zone, backup in load_zones(ctx, s.cutover).items():
         if s.dns is not None:
             checks.append(_compare(f"zone {zone} at {s.dns.address}", zone, backup, zones.read(s.dns, zone, key)))
         if s.zone_dir:
