@@ -158,7 +158,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
     env = {"TARGET_KUBECONFIG": str(kubeconfig), "ZONE_DIR": str(work / "zones"), "FILES_DIR": str(work / "files")}
     loaded = load_plan(CORPUS / "plan.yaml", env=env).require()
     targets = {s.id: loaded.target_for(s) for s in loaded.steps}
-    return Corpus(analyze(loaded, repo, manifest.id, targets, resolve=False), work / "store", env)
+    return Corpus(analyze(loaded, repo, manifest, targets, resolve=False), work / "store", env)
 
 
 @pytest.fixture(scope="module")
