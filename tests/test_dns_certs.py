@@ -209,9 +209,9 @@ def test_cutover_repoints_records_at_the_new_load_balancers(
     target = {"kubernetes": False, "zone_dir": str(bind9.zone_dir)}
     bad = {"cutover": f"{old_ip}=gw.new-lb.example.net"}  # an A record cannot hold a name
     with pytest.raises(UsageError, match="not an IPv4 address"):
-        run_restore(repo, manifest.id, plugin, target, options=bad)
+        run_restore(repo, manifest, plugin, target, options=bad)
     assert not list(bind9.zone_dir.glob("*.zone")) if bind9.zone_dir.exists() else True  # nothing written
-    out = run_restore(repo, manifest.id, plugin, target, options={"cutover": cutover})
+    out = run_restore(repo, manifest, plugin, target, options={"cutover": cutover})
     assert out.verified and out.result.changed
     bind9.start()
     served = axfr(bind9, bind9.key_file)
