@@ -18,7 +18,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from drtool.errors import SourceError, UsageError
-from drtool.lab import build, kube_seed
+from drtool.lab import gomods, kube_seed
 from drtool.lab.build import KUBE_VERSION
 from drtool.lab.components.kube_apiserver import KubeApiserver
 from drtool.lab.kube_seed import SEED_LABEL, TEAMS, secret_value
@@ -118,12 +118,12 @@ def test_a_server_that_cannot_start_fails_at_once_and_is_not_left_running(lab_ro
 
 
 def test_the_build_refuses_a_go_mod_that_disagrees_with_the_pin(tmp_path: Path) -> None:
-    assert f"require k8s.io/kubernetes {KUBE_VERSION}\n" in (build.KUBE_GOMOD / "go.mod").read_text()
-    (tmp_path / "go.mod").write_text("module x\n\nrequire k8s.io/kubernetes v1.36.0\n")
+    assert gomods.required_version("lab", "k8s.io/kubernetes") == KUBE_VERSION
+    (tmp_path / "go.mod").write_text("module x\n\nrequire (\n\tk8s.io/kubernetes v1.36.0\n)\n")
     with pytest.raises(SourceError, match=r"pins v1\.36\.0"):
-        build._check_kube_pin(tmp_path)
-    assert f"-X k8s.io/component-base/version.gitVersion={KUBE_VERSION}" in build._kube_ldflags(KUBE_VERSION)
-    assert "version.gitMinor=37" in build._kube_ldflags("v1.37.2")
+        gomods.check_kube_pin(tmp_path)
+    assert f"-X k8s.io/component-base/version.gitVersion={KUBE_VERSION}" in gomods.kube_ldflags(KUBE_VERSION)
+    assert "-X k8s.io/component-base/version.gitMinor=37" in gomods.kube_ldflags("v1.37.2")
 
 
 # --- the seed -----------------------------------------------------------------------------------------
