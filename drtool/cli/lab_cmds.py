@@ -12,7 +12,7 @@ from drtool.cli.state import console
 from drtool.errors import UsageError
 from drtool.lab.components import KINDS
 from drtool.lab.components.kube_apiserver import KubeApiserver
-from drtool.lab.lab import DEFAULT_KINDS, Lab
+from drtool.lab.lab import BARE_KINDS, LIVING_KINDS, Lab
 
 app = typer.Typer(help="Start and stop lab platforms built from real components.", no_args_is_help=True)
 
@@ -22,12 +22,17 @@ def up(
     name: Annotated[str, typer.Option("--name", help="Lab name.")] = "source",
     with_: Annotated[
         list[str] | None,
-        typer.Option("--with", help=f"Components ({', '.join(KINDS)}); default {' + '.join(DEFAULT_KINDS)}."),
+        typer.Option("--with", help=f"Components ({', '.join(KINDS)}); default {' + '.join(LIVING_KINDS)}."),
     ] = None,
+    bare: Annotated[
+        bool, typer.Option("--bare", help=f"Only {' + '.join(BARE_KINDS)}: objects are stored, nothing runs.")
+    ] = False,
 ) -> None:
     """Start a lab (components already running are left alone; what a component needs is started too)."""
+    if bare and with_:
+        raise UsageError("--bare and --with both choose the components", "give one of them")
     lab = Lab.load(name) if name in Lab.names() else Lab(name)
-    lab.up(with_ or DEFAULT_KINDS)
+    lab.up(with_ or (BARE_KINDS if bare else LIVING_KINDS))
     console.print(f"lab {name} is up")
     _print_components(lab)
 

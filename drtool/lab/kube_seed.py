@@ -236,6 +236,11 @@ GPU_FLAVORS: dict[str, tuple[str, str]] = {
 }
 
 
+# GPU capacity bought through queued provisioning: only these flavors' quota waits on the AdmissionCheck
+# `gpu-provisioning` (a ProvisioningRequest no lab autoscaler answers, so Kueue holds such workloads)
+PROVISIONED_FLAVORS = frozenset({"h100"})
+
+
 def secret_value(namespace: str, name: str, key: str) -> str:
     """The deterministic, distinctive value the seed stores under ``key`` of Secret ``namespace/name``."""
     digest = hashlib.sha256(f"{namespace}/{name}/{key}".encode()).hexdigest()[:32]
@@ -283,7 +288,10 @@ def cluster_objects() -> list[Obj]:
     for team in TEAMS:
         spare = "h100" if team.flavor == "a100" else "a100"
         values = _team_values(team, cohort=team.cohort, flavor=team.flavor, gpus=team.gpus, spare=spare)
-        objs += render("cluster_queue", **values, borrow=team.gpus // 2, lend=team.gpus // 4)
+        queue = render("cluster_queue", **values, borrow=team.gpus // 2, lend=team.gpus // 4)[0]
+        if team.flavor not in PROVISIONED_FLAVORS:
+            del queue["spec"]["admissionChecksStrategy"]
+        objs.append(queue)
     return objs
 
 
