@@ -19,9 +19,11 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client, config
 
+from drtool.errors import SourceError
 from drtool.lab import kube_seed
 from drtool.lab.components import KINDS
 from drtool.lab.components.kube_apiserver import KubeApiserver
+from drtool.lab.components.kueue import ensure_metrics_certs, webhook_configurations
 from drtool.lab.components.kwok import node_pools
 from drtool.lab.lab import LIVING_KINDS, Lab
 from tests.fixtures.core import Cli
@@ -345,3 +347,26 @@ def _rss(pid: int | None) -> int:
     with open(f"/proc/{pid}/status") as status:
         kib = next(line.split()[1] for line in status if line.startswith("VmRSS:"))
     return int(kib) * 1024
+
+
+# --- without a running lab ---------------------------------------------------------------------------------
+
+
+def test_kueue_webhooks_point_at_loopback_for_its_own_kinds_and_jobs_only() -> None:
+    configs = {c["kind"]: c for c in webhook_configurations(8443, b"CA")}
+    assert set(configs) == {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+    hooks = [h for c in configs.values() for h in c["webhooks"]]
+    urls = {h["clientConfig"]["url"] for h in hooks}
+    assert "https://127.0.0.1:8443/mutate-batch-v1-job" in urls
+    assert "https://127.0.0.1:8443/validate-kueue-x-k8s-io-v1beta2-clusterqueue" in urls
+    assert not any("pod" in u or "jobset" in u or "deployment" in u for u in urls)  # integrations left off
+    assert all(h["clientConfig"]["caBundle"] == "Q0E=" and h["failurePolicy"] == "Fail" for h in hooks)
+
+
+def test_kueue_metrics_certificate_needs_root_to_be_written(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    with pytest.raises(SourceError, match="only root can create it"):
+        ensure_metrics_certs(tmp_path / "certs")
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    ensure_metrics_certs(tmp_path / "certs")
+    assert (tmp_path / "certs" / "tls.crt").is_file() and (tmp_path / "certs" / "tls.key").stat().st_mode & 0o077 == 0

@@ -162,7 +162,7 @@ def _build(gomod: str, binaries: list[LabBinary]) -> None:
     target_dir = cache_dir() / "bin"
     env = {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"}
     ldflags = _ldflags(gomod)
-    what = ", ".join(f"{b.name} {b.version}" for b in binaries)
+    what = f"{', '.join(b.name for b in binaries)} (gomod/{gomod})"
     with tempfile.TemporaryDirectory(dir=target_dir, prefix=f".gomod-{gomod}.") as tmp:
         argv = ["build", "-v", "-trimpath", "-ldflags", ldflags, "-o", tmp + "/", *(b.package for b in binaries)]
         run_go(

@@ -63,11 +63,16 @@ class ClusterProcess(Component):
         cert, key = self.pki_dir / "client.crt", self.pki_dir / "client.key"
         return KubeAccess(self.server, self.cluster_ca, str(cert), str(key))
 
+    @property
+    def serving_dir(self) -> Path:
+        return self.path / "serving"
+
     def serving_cert(self) -> pki.CertFiles:
-        """A serving certificate for 127.0.0.1 signed by the cluster CA (issued once)."""
-        files = pki.CertFiles(self.pki_dir / "serving.crt", self.pki_dir / "serving.key")
+        """A serving certificate for 127.0.0.1 signed by the cluster CA, issued once as ``serving/tls.crt``
+        and ``tls.key`` (the names controller-runtime's webhook server reads from its certificate folder)."""
+        files = pki.CertFiles(self.serving_dir / "tls.crt", self.serving_dir / "tls.key")
         if not files.cert.exists():
-            files = pki.issue(self._ca(), self.pki_dir, "serving", f"{self.name}.lab")
+            files = pki.issue(self._ca(), self.serving_dir, "tls", f"{self.name}.lab")
         return files
 
     def _ca(self) -> pki.CA:

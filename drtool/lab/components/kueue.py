@@ -19,7 +19,6 @@ server (a fixed port 8082 on every address) is disabled by feature gate.
 from __future__ import annotations
 
 import base64
-import copy
 import dataclasses
 import json
 import os
@@ -44,24 +43,15 @@ def webhook_configurations(port: int, ca_bundle: bytes) -> list[Obj]:
     """Kueue's webhook configurations from its module, pointed at ``https://127.0.0.1:port`` (lab CA)."""
     from drtool.lab import upstream
 
-    configs = []
-    for doc in upstream.yaml_docs("kueue", [WEBHOOK_MANIFESTS]):
-        config = copy.deepcopy(doc)
-        config["metadata"] = {
-            "name": f"kueue-{doc['metadata']['name']}",
-            "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER},
-        }
-        kept = []
-        for hook in config["webhooks"]:
-            path = hook["clientConfig"]["service"]["path"]
-            if any(part in path for part in WEBHOOK_PATHS):
-                hook["clientConfig"] = {
-                    "url": f"https://127.0.0.1:{port}{path}",
-                    "caBundle": base64.b64encode(ca_bundle).decode(),
-                }
-                kept.append(hook)
-        config["webhooks"] = kept
-        configs.append(config)
+    configs = upstream.yaml_docs("kueue", [WEBHOOK_MANIFESTS])
+    for config in configs:
+        name = config["metadata"]["name"]
+        config["metadata"] = {"name": f"kueue-{name}", "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER}}
+        hooks = [h for h in config["webhooks"] if any(p in h["clientConfig"]["service"]["path"] for p in WEBHOOK_PATHS)]
+        for hook in hooks:
+            url = f"https://127.0.0.1:{port}{hook['clientConfig']['service']['path']}"
+            hook["clientConfig"] = {"url": url, "caBundle": base64.b64encode(ca_bundle).decode()}
+        config["webhooks"] = hooks
     return configs
 
 
@@ -93,10 +83,6 @@ class KueueController(ClusterProcess):
     def config_path(self) -> Path:
         return self.path / "config.yaml"
 
-    @property
-    def cert_dir(self) -> Path:
-        return self.path / "webhook-certs"
-
     def health_url(self) -> str:
         return f"http://127.0.0.1:{self.health_port}/readyz"
 
@@ -108,7 +94,7 @@ class KueueController(ClusterProcess):
             "manageJobsWithoutQueueName": False,
             "health": {"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"},
             "metrics": {"bindAddress": "0"},
-            "webhook": {"host": "127.0.0.1", "port": self.webhook_port, "certDir": str(self.cert_dir)},
+            "webhook": {"host": "127.0.0.1", "port": self.webhook_port, "certDir": str(self.serving_dir)},
             "leaderElection": {"leaderElect": False},
             "internalCertManagement": {"enable": False},
             "integrations": {"frameworks": list(FRAMEWORKS)},
@@ -119,10 +105,7 @@ class KueueController(ClusterProcess):
         from drtool.lab.kube_seed import KubeClient, install_crds
 
         ensure_metrics_certs()
-        serving = self.serving_cert()
-        self.cert_dir.mkdir(exist_ok=True)
-        for name, source in (("tls.crt", serving.cert), ("tls.key", serving.key)):
-            pki.write_private(self.cert_dir / name, source.read_bytes())
+        self.serving_cert()  # the webhook server's, in serving_dir
         self.config_path.write_text(json.dumps(self.config(), indent=2))  # JSON is YAML
         client = KubeClient(self.access())
         install_crds(client, ["kueue"])
