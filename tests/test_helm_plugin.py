@@ -1,5 +1,5 @@
 """The helm plugin against real servers: release Secrets in a kube-apiserver lab, a chart in an OCI registry
-(docker-registry), charts in a classic ``index.yaml`` repository served by ``python -m http.server``.
+(the lab registry, distribution v3), charts in a classic ``index.yaml`` repository served by ``python -m http.server``.
 
 The restored releases are read back by the real Helm CLI (built from the Go module proxy and cached):
 ``helm list`` and ``helm history`` against the target lab; the restored charts by ``helm show chart``.

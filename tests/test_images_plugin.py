@@ -1,4 +1,4 @@
-"""The images plugin against two real registries (Debian docker-registry, distribution 2.8) on loopback.
+"""The images plugin against two real registries (distribution v3, the lab's Go build) on loopback.
 
 The source holds images the tests built themselves (``drtool_plugins.images.sample``): multi-platform
 indexes (3 platforms, a base layer shared by every platform and image), a model as an OCI artifact, and a

@@ -22,7 +22,10 @@ def test_up_status_env_down(cli: Cli, tmp_path: Path) -> None:
         )
         with urllib.request.urlopen(env["ETCD_ENDPOINTS"] + "/health", timeout=5) as resp:
             assert json.load(resp)["health"] == "true"
-        assert "clitest" in cli("lab", "status", check=True).stdout
+        status = cli("lab", "status", check=True, env={"COLUMNS": "200"}).stdout
+        assert "clitest" in status
+        for kind in ("kube-controller-manager", "kube-scheduler", "kwok", "kueue", "cert-manager"):  # living
+            assert f"│ {kind} " in status and "down" not in status, status
     finally:
         cli("lab", "down", "clitest", check=True)
     assert not state_file.exists()

@@ -7,6 +7,7 @@ so these tests check what any Kubernetes client would see, not what drtool's own
 from __future__ import annotations
 
 import base64
+import dataclasses
 import time
 from collections import Counter
 from pathlib import Path
@@ -17,8 +18,8 @@ from cryptography import x509
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from drtool.errors import SourceError, UsageError
-from drtool.lab import build, kube_seed
+from drtool.errors import SourceError
+from drtool.lab import gomods, kube_seed, upstream
 from drtool.lab.build import KUBE_VERSION
 from drtool.lab.components.kube_apiserver import KubeApiserver
 from drtool.lab.kube_seed import SEED_LABEL, TEAMS, secret_value
@@ -118,12 +119,12 @@ def test_a_server_that_cannot_start_fails_at_once_and_is_not_left_running(lab_ro
 
 
 def test_the_build_refuses_a_go_mod_that_disagrees_with_the_pin(tmp_path: Path) -> None:
-    assert f"require k8s.io/kubernetes {KUBE_VERSION}\n" in (build.KUBE_GOMOD / "go.mod").read_text()
-    (tmp_path / "go.mod").write_text("module x\n\nrequire k8s.io/kubernetes v1.36.0\n")
+    assert gomods.required_version("lab", "k8s.io/kubernetes") == KUBE_VERSION
+    (tmp_path / "go.mod").write_text("module x\n\nrequire (\n\tk8s.io/kubernetes v1.36.0\n)\n")
     with pytest.raises(SourceError, match=r"pins v1\.36\.0"):
-        build._check_kube_pin(tmp_path)
-    assert f"-X k8s.io/component-base/version.gitVersion={KUBE_VERSION}" in build._kube_ldflags(KUBE_VERSION)
-    assert "version.gitMinor=37" in build._kube_ldflags("v1.37.2")
+        gomods.check_kube_pin(tmp_path)
+    assert f"-X k8s.io/component-base/version.gitVersion={KUBE_VERSION}" in gomods.kube_ldflags(KUBE_VERSION)
+    assert "-X k8s.io/component-base/version.gitMinor=37" in gomods.kube_ldflags("v1.37.2")
 
 
 # --- the seed -----------------------------------------------------------------------------------------
@@ -136,8 +137,7 @@ def test_seed_counts_match_what_the_api_serves(kube_source: KubeLab) -> None:
     listed = kube_source.list_objects()
     found = Counter(kind for kind, ns, name in seeded.refs if (ns, name) in listed[kind])
     assert found == seeded.counts
-    shared = kube_seed.shared_dir()
-    assert seeded.counts["CustomResourceDefinition"] == len(list((shared / "fixtures" / "crds").glob("*.yaml")))
+    assert seeded.counts["CustomResourceDefinition"] == len(upstream.crds()) == 35
     for crd in listed["CustomResourceDefinition"].values():
         assert any(c["type"] == "Established" and c["status"] == "True" for c in crd["status"]["conditions"])
     kinds = set(seeded.counts)
@@ -189,10 +189,22 @@ def test_seeding_again_changes_nothing(kube_source: KubeLab) -> None:
     assert again.created == 0 and again.counts == kube_source.seeded.counts
 
 
-def test_seed_needs_the_shared_fixtures(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("DRTOOL_SHARED_DIR", str(tmp_path / "missing"))
-    with pytest.raises(UsageError, match="no upstream fixtures"):
-        kube_seed.shared_dir()
+def test_crds_come_from_the_pinned_modules_without_network_once_cached(monkeypatch: pytest.MonkeyPatch) -> None:
+    upstream.module_zip.cache_clear()
+    monkeypatch.setenv("GOPROXY", "off")  # Go answers from its module cache, or fails
+    groups = Counter(d["spec"]["group"] for d in upstream.crds())
+    assert groups["kueue.x-k8s.io"] == 11 and groups["velero.io"] == 11 and groups["cert-manager.io"] == 4
+    assert {"jobset.x-k8s.io", "leaderworkerset.x-k8s.io", "trainer.kubeflow.org", "serving.kserve.io"} <= set(groups)
+    # the zip's hash is checked against the pin
+    monkeypatch.setitem(upstream.MODULES, "lws", dataclasses.replace(upstream.MODULES["lws"], h1="h1:tampered="))
+    upstream.module_zip.cache_clear()
+    with pytest.raises(SourceError, match="but it is pinned at h1:tampered="):
+        upstream.module_zip("lws")
+    # a version that is neither cached nor reachable fails with the reason, not a traceback
+    monkeypatch.setitem(upstream.MODULES, "lws", dataclasses.replace(upstream.MODULES["lws"], version="v0.0.1"))
+    with pytest.raises(SourceError, match=r"cannot download sigs\.k8s\.io/lws@v0\.0\.1"):
+        upstream.module_zip("lws")
+    upstream.module_zip.cache_clear()
 
 
 # --- the command line ---------------------------------------------------------------------------------
@@ -200,7 +212,8 @@ def test_seed_needs_the_shared_fixtures(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
 def test_cli_up_env_seed_status_down(cli: Cli, tmp_path: Path) -> None:
     cli.env["DRTOOL_LAB_DIR"] = str(tmp_path / "labs")
-    cli("lab", "up", "--name", "kubecli", check=True)
+    assert_clean_error(cli("lab", "up", "--name", "kubecli", "--bare", "--with", "etcd"), 2, "--bare and --with")
+    cli("lab", "up", "--name", "kubecli", "--bare", check=True)
     try:
         out = cli("lab", "env", "kubecli", check=True).stdout
         env = dict(line.removeprefix("export ").split("=", 1) for line in out.splitlines())
@@ -213,8 +226,8 @@ def test_cli_up_env_seed_status_down(cli: Cli, tmp_path: Path) -> None:
         assert "300 objects (300 created" in seeded and "ClusterQueue" in seeded
         status = cli("lab", "status", check=True).stdout
         assert "kube-apiserver" in status and "up" in status
-        missing = cli("lab", "seed", "kubecli", env={"DRTOOL_SHARED_DIR": str(tmp_path / "nowhere")})
-        assert_clean_error(missing, 2, "no upstream fixtures")
+        offline = {"GOPROXY": "off", "GOMODCACHE": str(tmp_path / "empty-module-cache")}
+        assert_clean_error(cli("lab", "seed", "kubecli", "--objects", "10", env=offline), 7, "cannot download")
     finally:
         cli("lab", "down", "kubecli", check=True)
     assert_clean_error(cli("lab", "seed", "kubecli"), 6, "no lab named")

@@ -12,7 +12,7 @@ from drtool.cli.state import console
 from drtool.errors import UsageError
 from drtool.lab.components import KINDS
 from drtool.lab.components.kube_apiserver import KubeApiserver
-from drtool.lab.lab import DEFAULT_KINDS, Lab
+from drtool.lab.lab import BARE_KINDS, LIVING_KINDS, Lab
 
 app = typer.Typer(help="Start and stop lab platforms built from real components.", no_args_is_help=True)
 
@@ -22,12 +22,17 @@ def up(
     name: Annotated[str, typer.Option("--name", help="Lab name.")] = "source",
     with_: Annotated[
         list[str] | None,
-        typer.Option("--with", help=f"Components ({', '.join(KINDS)}); default {' + '.join(DEFAULT_KINDS)}."),
+        typer.Option("--with", help=f"Components ({', '.join(KINDS)}); default {' + '.join(LIVING_KINDS)}."),
     ] = None,
+    bare: Annotated[
+        bool, typer.Option("--bare", help=f"Only {' + '.join(BARE_KINDS)}: objects are stored, nothing runs.")
+    ] = False,
 ) -> None:
     """Start a lab (components already running are left alone; what a component needs is started too)."""
+    if bare and with_:
+        raise UsageError("--bare and --with both choose the components", "give one of them")
     lab = Lab.load(name) if name in Lab.names() else Lab(name)
-    lab.up(with_ or DEFAULT_KINDS)
+    lab.up(with_ or (BARE_KINDS if bare else LIVING_KINDS))
     console.print(f"lab {name} is up")
     _print_components(lab)
 
@@ -48,6 +53,25 @@ def status() -> None:
     for name in names:
         console.print(f"[bold]{name}[/]")
         _print_components(Lab.load(name))
+
+
+@app.command()
+def doctor() -> None:
+    """Every lab component's programs: found or missing, version, and how a missing one is obtained."""
+    from drtool.lab.doctor import doctor as examine
+
+    findings = examine()
+    table = Table("component", "program", "state", "version", "from", "path, or how it is obtained")
+    for f in findings:
+        p = f.provision
+        state = "[green]found[/]" if p.found else "[yellow]missing[/]"
+        table.add_row(f.component, p.program, state, p.version, f"{p.how}: {p.source}", p.found or p.obtain)
+    console.print(table)
+    missing = sum(1 for f in findings if not f.provision.found)
+    console.print(
+        f"{len(findings) - missing} of {len(findings)} programs found"
+        + (f"; {missing} missing (Go servers are built on first use, the rest as shown)" if missing else "")
+    )
 
 
 @app.command()

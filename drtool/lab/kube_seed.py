@@ -1,15 +1,16 @@
 """Realistic content for a lab's kube-apiserver: what an AI platform's cluster holds, through the real API.
 
 The kubernetes and kueue plugins are only as well tested as the cluster they back up, so the seed is what
-such a platform really keeps: the upstream CRDs from ``../shared/fixtures/crds`` (Kueue, JobSet, Kubeflow
-Trainer, cert-manager, Velero, ...), the upstream sample objects as-is, and per team namespace RBAC,
-ConfigMaps, Secrets of several types, Services (one LoadBalancer), an Ingress, Deployments, CronJobs,
-PVCs, NetworkPolicies, ResourceQuotas, JobSets, TrainJobs, InferenceServices, cert-manager Issuers and
-Certificates; Kueue quotas and policies (GPU ResourceFlavors with node labels and taints, a Cohort
-hierarchy, ClusterQueues with nominal quotas, borrowing and lending limits and preemption policies,
-LocalQueues, WorkloadPriorityClasses, AdmissionChecks, a Topology). Owner chains carry real UIDs
-(Deployment -> ConfigMap -> Secret, TrainJob -> JobSet) and some objects have status written through
-their /status subresource, because a restore has to remap and re-apply exactly those.
+such a platform really keeps: the upstream CRDs from their pinned Go modules (``drtool.lab.upstream``:
+Kueue, JobSet, Kubeflow Trainer, cert-manager, Velero, ...), upstream sample objects as they are
+(``kube_samples.yaml``), and per team namespace RBAC, ConfigMaps, Secrets of several types, Services (one
+LoadBalancer), an Ingress, Deployments, CronJobs, PVCs, NetworkPolicies, ResourceQuotas, JobSets,
+TrainJobs, InferenceServices, cert-manager Issuers and Certificates; Kueue quotas and policies (GPU
+ResourceFlavors with node labels and taints, a Cohort hierarchy, ClusterQueues with nominal quotas,
+borrowing and lending limits and preemption policies, LocalQueues, WorkloadPriorityClasses,
+AdmissionChecks, a Topology). Owner chains carry real UIDs (Deployment -> ConfigMap -> Secret, TrainJob ->
+JobSet) and some objects have status written through their /status subresource, because a restore has to
+remap and re-apply exactly those.
 
 ``objects`` scales the bulk (ConfigMaps and Secrets spread over the team namespaces) so that the seed
 creates about that many objects in total. Requests run on a thread pool, one keep-alive session per
@@ -28,7 +29,6 @@ import dataclasses
 import functools
 import hashlib
 import json
-import os
 import string
 import tempfile
 import threading
@@ -42,48 +42,20 @@ from typing import Any
 import requests
 import yaml
 
-import drtool
-from drtool.errors import SourceError, UsageError
-from drtool.lab import pki
+from drtool.errors import SourceError
+from drtool.lab import pki, upstream
 from drtool.lab.components.kube_apiserver import FIELD_MANAGER, KubeAccess
+from drtool.lab.upstream import Loader
 
 Obj = dict[str, Any]
 
 WORKERS = 8
 SEED_LABEL = "drtool.dev/seed"  # on everything the seed generates (not on the upstream samples, kept as-is)
-# libyaml's safe loader when PyYAML has it: the pure-Python one needs ~15 s for the 6.6 MB of CRDs
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-# --- where the upstream fixtures are --------------------------------------------------------------
-
-
-def shared_dir() -> Path:
-    """``$DRTOOL_SHARED_DIR``, else ``shared/`` beside the repository (CI clones the repo next to it)."""
-    override = os.environ.get("DRTOOL_SHARED_DIR")
-    path = Path(override) if override else Path(drtool.__file__).resolve().parents[1].parent / "shared"
-    if not (path / "fixtures" / "crds").is_dir():
-        raise UsageError(
-            f"no upstream fixtures at {path / 'fixtures' / 'crds'}",
-            "check out the shared folder beside the repository or set DRTOOL_SHARED_DIR",
-        )
-    return path
-
-
-def load_yaml_docs(paths: Iterable[Path]) -> list[Obj]:
-    docs: list[Obj] = []
-    for path in sorted(paths):
-        docs += [doc for doc in yaml.load_all(path.read_text(), Loader=_Loader) if doc]
-    return docs
-
-
-def crds(shared: Path) -> list[Obj]:
-    return load_yaml_docs((shared / "fixtures" / "crds").glob("*.yaml"))
-
-
-def samples(shared: Path) -> list[Obj]:
-    """The upstream sample objects, unmodified (namespaced ones without a namespace go to ``default``)."""
-    return load_yaml_docs((shared / "fixtures" / "samples").glob("*.yaml"))
+def samples() -> list[Obj]:
+    """The sample custom resources in ``kube_samples.yaml``, as they are (namespaced ones go to ``default``)."""
+    return [d for d in yaml.load_all(Path(__file__).with_name("kube_samples.yaml").read_text(), Loader=Loader) if d]
 
 
 # --- a small REST client: discovery, create, apply, status ----------------------------------------
@@ -264,6 +236,11 @@ GPU_FLAVORS: dict[str, tuple[str, str]] = {
 }
 
 
+# GPU capacity bought through queued provisioning: only these flavors' quota waits on the AdmissionCheck
+# `gpu-provisioning` (a ProvisioningRequest no lab autoscaler answers, so Kueue holds such workloads)
+PROVISIONED_FLAVORS = frozenset({"h100"})
+
+
 def secret_value(namespace: str, name: str, key: str) -> str:
     """The deterministic, distinctive value the seed stores under ``key`` of Secret ``namespace/name``."""
     digest = hashlib.sha256(f"{namespace}/{name}/{key}".encode()).hexdigest()[:32]
@@ -279,7 +256,7 @@ def templates() -> dict[str, str]:
 def render(template: str, /, **values: object) -> list[Obj]:
     """Render ``template`` (a name) with ``values``; label every object as the seed's (not the samples)."""
     text = string.Template(templates()[template]).substitute(values)
-    docs = [d for d in yaml.load_all(text, Loader=_Loader) if d]
+    docs = [d for d in yaml.load_all(text, Loader=Loader) if d]
     for doc in docs:
         doc["metadata"].setdefault("labels", {})[SEED_LABEL] = "true"
         if doc["kind"] == "Secret" and "stringData" in doc:
@@ -311,7 +288,10 @@ def cluster_objects() -> list[Obj]:
     for team in TEAMS:
         spare = "h100" if team.flavor == "a100" else "a100"
         values = _team_values(team, cohort=team.cohort, flavor=team.flavor, gpus=team.gpus, spare=spare)
-        objs += render("cluster_queue", **values, borrow=team.gpus // 2, lend=team.gpus // 4)
+        queue = render("cluster_queue", **values, borrow=team.gpus // 2, lend=team.gpus // 4)[0]
+        if team.flavor not in PROVISIONED_FLAVORS:
+            del queue["spec"]["admissionChecksStrategy"]
+        objs.append(queue)
     return objs
 
 
@@ -506,6 +486,17 @@ def wait_established(client: KubeClient, names: Iterable[str], timeout: float = 
             time.sleep(0.2)
 
 
+def install_crds(client: KubeClient, modules: Iterable[str]) -> list[str]:
+    """Create (if missing) the CRDs of the pinned upstream ``modules`` and wait until they are Established,
+    as `kubectl apply -f crds/ && kubectl wait --for condition=Established` would. Returns their names."""
+    docs = upstream.crds(modules)
+    for doc in docs:
+        client.create(doc, read_existing=False)
+    names = [d["metadata"]["name"] for d in docs]
+    wait_established(client, names)
+    return names
+
+
 def _tls_pair(directory: Path, team: Team) -> tuple[str, str]:
     """A real certificate and key for the team's TLS Secret (signed by a throwaway CA)."""
     ca = pki.make_ca(directory, "drtool lab seed CA")
@@ -517,16 +508,14 @@ def seed(
     access: KubeAccess,
     objects: int = 0,
     *,
-    shared: Path | None = None,
     workers: int = WORKERS,
     progress: Callable[[str], None] | None = None,
 ) -> SeedResult:
     """Seed the API server at ``access`` (an admin); ``objects`` > baseline adds bulk ConfigMaps/Secrets."""
-    shared = shared or shared_dir()
     note = progress or (lambda _msg: None)
     seeder = _Seeder(KubeClient(access), workers)
     start = time.monotonic()
-    crd_docs, sample_docs = crds(shared), samples(shared)
+    crd_docs, sample_docs = upstream.crds(), samples()
     note(f"installing {len(crd_docs)} CRDs")
     seeder.each(seeder.create, crd_docs)
     wait_established(seeder.client, [d["metadata"]["name"] for d in crd_docs])

@@ -20,9 +20,21 @@ from typing import Protocol, runtime_checkable
 
 from drtool.errors import NotFound, UsageError
 from drtool.lab.components import KINDS, Component
+from drtool.lab.gomods import lab_binaries
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
-DEFAULT_KINDS: tuple[str, ...] = ("etcd", "kube-apiserver")
+# an API server and its etcd: objects are stored and served, nothing reconciles them
+BARE_KINDS: tuple[str, ...] = ("etcd", "kube-apiserver")
+# a cluster that runs (docs/lab.md "The living lab"): controllers, a scheduler, kwok's GPU nodes, Kueue,
+# cert-manager; what `drtool lab up` starts by default
+LIVING_KINDS: tuple[str, ...] = (
+    *BARE_KINDS,
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+    "kueue",
+    "cert-manager",
+)
 
 
 @runtime_checkable
@@ -86,13 +98,18 @@ class Lab:
             component.link(self.components)  # usable at once; Lab.start links again (TLS files appear late)
         return component
 
-    def up(self, kinds: Iterable[str] = DEFAULT_KINDS) -> None:
+    def up(self, kinds: Iterable[str] = BARE_KINDS) -> None:
         """Start the named kinds and what they require (those already running are left alone).
 
+        Every named kind joins the lab before any starts, so a component can see what else it will run with
+        (kube-apiserver turns ServiceAccount admission on when a kube-controller-manager will create the
+        ServiceAccounts), and the Go-built binaries of the whole lab are built in one go first.
         State is saved after each start, so a failure half-way leaves a lab `drtool lab down` can stop.
         """
-        for kind in kinds:
-            self.start(self.components.get(kind) or self.add(kind))
+        wanted = [self.components.get(kind) or self.add(kind) for kind in kinds]
+        lab_binaries({name for c in self.components.values() for name in c.binaries})
+        for component in wanted:
+            self.start(component)
         self.save()
 
     def start(self, component: Component) -> None:

@@ -105,20 +105,41 @@ def stop(pid: int | None, timeout: float = 15.0) -> None:
             time.sleep(0.05)
 
 
-def wait_until(check: Callable[[], bool], timeout: float, what: str, log_path: Path | None = None) -> None:
-    """Poll ``check`` until it is true; on timeout raise SourceError quoting the server log's tail."""
+def wait_until(
+    check: Callable[[], bool],
+    timeout: float,
+    what: str,
+    log_path: Path | None = None,
+    running: Callable[[], bool] | None = None,
+) -> None:
+    """Poll ``check`` until it is true; on timeout raise SourceError quoting the server log's tail.
+
+    With ``running``, a server that exits meanwhile (a bad flag, a peer unreachable at start) fails at once
+    with its own error lines, not at the timeout.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if running is not None and not running():
+            raise SourceError(f"{what} exited while starting", log_tail(log_path))
         try:
             if check():
                 return
         except Exception:
             pass
         time.sleep(0.1)
-    tail = ""
-    if log_path and log_path.exists():
-        tail = " | ".join(log_path.read_text(errors="replace").strip().splitlines()[-3:])
-    raise SourceError(f"{what} did not become ready within {timeout:.0f}s", tail or None)
+    raise SourceError(f"{what} did not become ready within {timeout:.0f}s", log_tail(log_path))
+
+
+_ERROR_MARKS = ('"level":"error"', "level=error")  # JSON (slog, zap) and logfmt error lines
+
+
+def log_tail(log_path: Path | None, lines: int = 2) -> str | None:
+    """The last error lines of a server log (klog's E/F lines, or lines saying error), else its last lines."""
+    if log_path is None or not log_path.exists():
+        return None
+    text = log_path.read_text(errors="replace").strip().splitlines()
+    errors = [line for line in text if line[:1] in ("E", "F") or any(m in line.lower() for m in _ERROR_MARKS)]
+    return " | ".join(line[:300] for line in (errors or text)[-lines:]) or f"no output in {log_path}"
 
 
 def http_ok(url: str, context: ssl.SSLContext | None = None, timeout: float = 2.0) -> bool:

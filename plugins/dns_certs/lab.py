@@ -33,7 +33,7 @@ from drtool.errors import SourceError
 from drtool.lab import pki
 from drtool.lab.components.bind9 import Bind9Server
 from drtool.lab.components.kube_apiserver import KubeApiserver
-from drtool.lab.kube_seed import KubeClient, crds, shared_dir, wait_established
+from drtool.lab.kube_seed import KubeClient, install_crds
 from drtool.lab.lab import Lab
 
 from . import tsig
@@ -42,7 +42,6 @@ Obj = dict[str, Any]
 ZONE = "ml.example.com"
 SERIAL = 2026112901
 NAMESPACE = "ml-serving"
-GROUPS = ("cert-manager.io", "acme.cert-manager.io", "externaldns.k8s.io")
 STAMP = "%Y-%m-%dT%H:%M:%SZ"
 VALUES = {
     "zone": ZONE,
@@ -175,10 +174,7 @@ def lab_certificates(scale: int) -> list[LabCert]:
 
 def seed_kubernetes(client: KubeClient, bind: Bind9Server, scale: int = 1) -> None:
     """Everything the plugin backs up, plus what it must leave out (an unrelated Secret, a CertificateRequest)."""
-    wanted = [d for d in crds(shared_dir()) if d["spec"]["group"] in GROUPS]
-    for d in wanted:
-        client.create(d, read_existing=False)
-    wait_established(client, [d["metadata"]["name"] for d in wanted])
+    install_crds(client, ("cert-manager", "external-dns"))
     for ns in ("cert-manager", "external-dns", NAMESPACE):
         client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     objs: list[Obj] = []

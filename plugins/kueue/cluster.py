@@ -1,7 +1,7 @@
 """One Kubernetes API server as the kueue plugin sees it, through the toolkit's Kubernetes client and discovery.
 
-Kueue's objects are read in their CRD's storage version (``v1beta2`` for the CRDs in
-``../shared/fixtures/crds``, which serve ``v1beta1`` too), as the kubernetes plugin reads every custom
+Kueue's objects are read in their CRD's storage version (``v1beta2`` for the CRDs of Kueue v0.17 the lab
+installs, which serve ``v1beta1`` too), as the kubernetes plugin reads every custom
 resource: the storage version is what etcd holds, so neither a backup nor a restore needs Kueue's
 conversion webhook — which in a freshly rebuilt cluster is not running yet.
 """

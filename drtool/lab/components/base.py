@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from drtool.lab import process
+from drtool.lab.provision import Provision
 
 
 @dataclasses.dataclass
@@ -14,6 +15,8 @@ class Component:
     """A lab server. Subclasses add their ports and settings as fields, so state round-trips through JSON."""
 
     kind: ClassVar[str] = ""
+    # binaries of the checked-in Go build modules it runs (drtool.lab.gomods): `Lab.up` builds them in one go
+    binaries: ClassVar[tuple[str, ...]] = ()
     name: str
     dir: str
     pid: int | None = None
@@ -50,6 +53,13 @@ class Component:
     def describe(self) -> str:
         """One line for `drtool lab status`: the address a person would connect to."""
         return ""
+
+    @classmethod
+    def provisions(cls) -> list[Provision]:
+        """Where the programs it runs come from and whether they are here (`drtool lab doctor`)."""
+        from drtool.lab.provision import go_built
+
+        return [go_built(name) for name in cls.binaries]
 
     def to_state(self) -> dict[str, Any]:
         return {"kind": self.kind, **dataclasses.asdict(self)}

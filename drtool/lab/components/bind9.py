@@ -22,6 +22,7 @@ from pathlib import Path
 from drtool.errors import SourceError
 from drtool.lab import process
 from drtool.lab.components.base import Component
+from drtool.lab.provision import Provision, debian
 
 NAMED = "named"
 KEY_ALGORITHM = "hmac-sha256"
@@ -44,6 +45,11 @@ class Bind9Server(Component):
     """bind9 on 127.0.0.1:``port`` serving ``zones`` (names without the trailing dot), TSIG key ``key_name``."""
 
     kind = "bind9"
+
+    @classmethod
+    def provisions(cls) -> list[Provision]:
+        return [debian("named", "bind9", named_binary)]
+
     port: int = 0
     zones: list[str] = dataclasses.field(default_factory=lambda: ["ml.example.com"])
     key_name: str = "drtool-lab"

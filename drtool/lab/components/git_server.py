@@ -14,11 +14,17 @@ from pathlib import Path
 
 from drtool.lab import process
 from drtool.lab.components.base import Component
+from drtool.lab.provision import Provision, debian
 
 
 @dataclasses.dataclass
 class GitServer(Component):
     kind = "git"
+
+    @classmethod
+    def provisions(cls) -> list[Provision]:
+        return [debian("git", "git", lambda: process.which_or_fail("git", "apt-get install git"))]
+
     port: int = 0
 
     def __post_init__(self) -> None:

