@@ -30,7 +30,7 @@ class RestoreRunRow(SQLModel, table=True):
     backup_id: str
     started: str = Field(index=True)
     finished: str = ""
-    status: str = "running"  # running | ok | failed
+    status: str = "running"  # running | ok | failed | awaiting-approval
     resumed_from: str = ""
 
 
@@ -40,7 +40,7 @@ class StepRunRow(SQLModel, table=True):
     run_id: str = Field(index=True, foreign_key="restore_runs.id")
     step_id: str
     uses: str
-    status: str  # ok | failed | skipped | refused
+    status: str  # waiting | awaiting-approval | running | ok | failed | refused | skipped | declined
     attempts: int = 0
     started_s: float = 0.0  # seconds from the run's start
     finished_s: float = 0.0
@@ -49,6 +49,21 @@ class StepRunRow(SQLModel, table=True):
     error: str = ""
     log: str = ""
     done_in: str = ""  # status ok: the run it was done in (this one, or an earlier one a resume took it from)
+
+
+class ApprovalRow(SQLModel, table=True):
+    """Who decided about a gated step of a run, when, from where and how (drtool.plans.approval)."""
+
+    __tablename__ = "approvals"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(index=True, foreign_key="restore_runs.id")
+    step_id: str
+    approved: bool
+    approver: str  # --approver, else the OS user
+    os_user: str
+    host: str
+    at: str
+    how: str  # --approve | --approve-all | prompt | automatic (rehearsal)
 
 
 class DrillRow(SQLModel, table=True):
@@ -123,6 +138,17 @@ class RunLog:
     def steps(self, run_id: str) -> list[StepRunRow]:
         with Session(self.engine) as session:
             query = select(StepRunRow).where(StepRunRow.run_id == run_id).order_by(StepRunRow.started_s)
+            return list(session.exec(query).all())
+
+    def approvals(self, run_id: str) -> list[ApprovalRow]:
+        with Session(self.engine) as session:
+            query = select(ApprovalRow).where(ApprovalRow.run_id == run_id).order_by(ApprovalRow.at)
+            return list(session.exec(query).all())
+
+    def runs(self, limit: int = 20) -> list[RestoreRunRow]:
+        """The latest runs, newest first."""
+        with Session(self.engine) as session:
+            query = select(RestoreRunRow).order_by(RestoreRunRow.started.desc()).limit(limit)  # type: ignore[attr-defined]
             return list(session.exec(query).all())
 
     def drills(self) -> list[DrillRow]:
