@@ -7,12 +7,14 @@ so a resumed run reads its targets again from the plan and the environment.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, inspect, text
 from sqlmodel import Field, Session, SQLModel, select
 
-from drtool.errors import NotFound
+from drtool.errors import NotFound, UsageError
 
 if TYPE_CHECKING:
     from drtool.catalog.db import Catalog
@@ -105,6 +107,18 @@ def upgrade(engine: Engine) -> None:
         )
 
 
+@dataclasses.dataclass
+class ResumePoint:
+    """What `drtool restore --resume RUN` takes over from the run it continues."""
+
+    run_id: str
+    plan_path: str
+    values_path: str
+    backup_id: str
+    done_before: dict[str, str]  # step id -> the run it ended ok in
+    elapsed_s: float  # since the first run of the resume chain started: the RTO spent so far
+
+
 class RunLog:
     """Reads and writes the run tables through a ``Catalog``'s engine."""
 
@@ -139,6 +153,23 @@ class RunLog:
         with Session(self.engine) as session:
             query = select(StepRunRow).where(StepRunRow.run_id == run_id).order_by(StepRunRow.started_s)
             return list(session.exec(query).all())
+
+    def resume_point(self, run_id: str) -> ResumePoint:
+        """Where a resume of restore run ``run_id`` starts from (a rehearsal is run again, not resumed)."""
+        previous = first = self.run(run_id)
+        if previous.kind != "restore":
+            raise UsageError(f"run {previous.id} was a {previous.kind}, not a restore", "rehearse the plan again")
+        while first.resumed_from:
+            first = self.run(first.resumed_from)
+        began = dt.datetime.fromisoformat(first.started.replace("Z", "+00:00"))
+        return ResumePoint(
+            previous.id,
+            previous.plan_path,
+            previous.values_path,
+            previous.backup_id,
+            {step.step_id: step.done_in for step in self.steps(previous.id) if step.status == "ok"},
+            (dt.datetime.now(dt.UTC) - began).total_seconds(),
+        )
 
     def approvals(self, run_id: str) -> list[ApprovalRow]:
         with Session(self.engine) as session:

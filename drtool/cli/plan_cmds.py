@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import os
 import sys
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -30,9 +29,6 @@ from drtool.plans.source import find_backup
 from drtool.plans.validate import check_file
 from drtool.plugin.manager import load_plugins
 from drtool.repo.repository import Repository
-
-if TYPE_CHECKING:
-    from drtool.catalog import Catalog
 
 app = typer.Typer(help="Check and show restore plans (docs/plans.md).", no_args_is_help=True)
 
@@ -140,38 +136,6 @@ class Gates:
     approver: str | None = None
 
 
-@dataclasses.dataclass
-class Previous:
-    """What a resume takes over from the run it continues."""
-
-    plan_file: Path
-    run_id: str
-    backup_id: str
-    values: Path | None
-    done_before: dict[str, str]
-    elapsed_s: float  # since the first run of the chain started: the RTO spent so far
-
-
-def previous_run(catalog: Catalog, run_id: str, values: Path | None) -> Previous:
-    from drtool.catalog.runs import RunLog
-
-    log = RunLog(catalog)
-    previous = first = log.run(run_id)
-    if previous.kind != "restore":
-        raise UsageError(f"run {previous.id} was a {previous.kind}, not a restore", "rehearse the plan again")
-    while first.resumed_from:
-        first = log.run(first.resumed_from)
-    began = dt.datetime.fromisoformat(first.started.replace("Z", "+00:00"))
-    return Previous(
-        Path(previous.plan_path),
-        previous.id,
-        previous.backup_id,
-        Path(previous.values_path) if previous.values_path else values,
-        {step.step_id: step.done_in for step in log.steps(previous.id) if step.status == "ok"},
-        (dt.datetime.now(dt.UTC) - began).total_seconds(),
-    )
-
-
 def restore_with_plan(
     ctx: typer.Context,
     plan_file: Path | None,
@@ -184,9 +148,13 @@ def restore_with_plan(
 ) -> None:
     """The `drtool restore --plan/--resume` form (store_cmds.restore hands over to it)."""
     catalog = state(ctx).open_catalog()
-    previous = previous_run(catalog, resume, values) if resume else None
-    if previous is not None:
-        plan_file, backup_ref, values = previous.plan_file, previous.backup_id, previous.values
+    previous = None
+    if resume:
+        from drtool.catalog.runs import RunLog
+
+        previous = RunLog(catalog).resume_point(resume)
+        plan_file, backup_ref = Path(previous.plan_path), previous.backup_id
+        values = Path(previous.values_path) if previous.values_path else values
     assert plan_file is not None
     loaded = load_checked(plan_file, values)
     plan = loaded.require()
