@@ -189,9 +189,12 @@ def drive(argv: list[str], env: dict[str, str], answer: str, before_answer: Call
         os.close(master)
 
 
-def test_the_prompt_on_a_terminal_names_the_change_and_refuses_by_default(run_cli: Cli, tmp_path: Path) -> None:
+def test_the_prompt_on_a_terminal_names_the_change_and_refuses_by_default(
+    run_cli: Cli, etcd_scratch: EtcdServer, tmp_path: Path
+) -> None:
     into = tmp_path / "restored"
-    plan = write_plan(tmp_path, files_step("dns", into, approval=True) + files_step("other", into))
+    writer = f"  - id: writer\n    uses: writer\n    target: {{etcd: '{etcd_scratch.client_url}', prefix: /tty}}\n"
+    plan = write_plan(tmp_path, files_step("dns", into, approval=True) + files_step("other", into) + writer)
     argv = ["restore", "--plan", str(plan)]
     # while the question waits, the step that does not need the gated one runs to its end
     code, screen = drive(argv, run_cli.env, "", lambda: restored(into, "other") is not None)
@@ -208,6 +211,8 @@ def test_the_prompt_on_a_terminal_names_the_change_and_refuses_by_default(run_cl
     code, screen = drive(argv, run_cli.env, "y", lambda: True)
     assert code == 0, screen
     assert restored(into, "dns") == "the cluster CA\n"
+    # the table shows what each step's process reported of its progress
+    assert re.search(r"│ writer +│ writer +│ ok +│.*│ 3\.0 MiB / 3\.0 MiB +│", screen), screen
     rows = RunLog(Catalog(run_cli.env["DRTOOL_CATALOG"])).approvals(run_id_in(screen))
     assert [(r.step_id, r.approved, r.how) for r in rows] == [("dns", True, "prompt")]
 

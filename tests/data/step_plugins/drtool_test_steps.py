@@ -4,7 +4,8 @@
 in a disaster would: each attempt first notes which processes of earlier attempts still run, starts a helper
 in its own process group that writes too, records both pids, and writes what its own environment and command
 line hold (the store's passphrase must not be there). The first ``hang_attempts`` attempts write forever;
-a later one returns at once. With ``fail: true`` it fails at once without touching anything.
+a later one reports its progress and returns at once. With ``fail: true`` it fails at once without
+touching anything.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from drtool.errors import SourceError
 from drtool.plugin.contract import BackupContext, BasePlugin, Check, RestoreContext, RestoreResult
 
 WRITE_EVERY_S = 0.05
+PAYLOAD_BYTES = 3 << 20
 
 
 class Etcd:
@@ -90,6 +92,9 @@ class WriterPlugin(BasePlugin):
         if attempt > int(options.get("hang_attempts", 0)):
             helper.kill()
             helper.wait()
+            task = ctx.progress("payload", PAYLOAD_BYTES)  # what the live view shows for the step
+            task.advance(PAYLOAD_BYTES)
+            task.done()
             return RestoreResult(True, f"attempt {attempt} returned")
         write_forever(etcd, prefix, attempt, "step")
         raise AssertionError("unreachable")
