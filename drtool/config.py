@@ -30,6 +30,8 @@ DEFAULT_CONFIG = "~/.config/drtool/config.yaml"
 # threads that seal and upload (or fetch and open) chunks: I/O bound, so more than the cores, within reason
 DEFAULT_WORKERS = max(4, min(16, 2 * (os.cpu_count() or 2)))
 DEFAULT_CATALOG = "~/.local/share/drtool/catalog.db"
+# where drtool's credentials come from (credentials_from_env); a plan step's process does not inherit them
+CREDENTIAL_ENV = ("DRTOOL_PASSPHRASE", "DRTOOL_PASSPHRASE_FILE", "DRTOOL_KEYFILE", "DRTOOL_RECOVERY_SHARES_FILE")
 _ALLOWED_KEYS = {"store", "catalog", "sources", "backup_sets"}
 
 

@@ -11,6 +11,7 @@ Exit codes (documented in docs/cli.md):
   8  backup finished but partial (a plugin failed)
   9  a backup and a live system differ (`drtool diff`)
   10 a dependency the restore needs lies inside the failure domain, not waived (`drtool verify-independence`)
+  11 a plan run stopped at a step that needs approval (`drtool restore --resume RUN --approve STEP` continues)
   130 interrupted (Ctrl-C)
   143 terminated by SIGTERM while a scheduled backup ran (`drtool schedule run-once`)
 
@@ -78,6 +79,12 @@ class InsideFailureDomain(DrtoolError):
     """Something a restore needs lies inside the failed cluster's failure domain and no waiver accepts it."""
 
     exit_code = 10
+
+
+class ApprovalNeeded(DrtoolError):
+    """A plan run stopped before a step marked ``approval: true``: nobody approved it (or it was refused)."""
+
+    exit_code = 11
 
 
 class Terminated(DrtoolError):

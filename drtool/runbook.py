@@ -81,7 +81,7 @@ def _where(repo: Repository, manifest: Manifest | None, settings: Settings | Non
 def _first_commands(loaded: LoadedPlan) -> list[str]:
     plan = loaded.require()
     exports = [f"export {name}=...   # used on line {line}" for name, line in sorted(loaded.unset.items())]
-    return [
+    out = [
         "## First commands",
         "",
         "```sh",
@@ -91,13 +91,27 @@ def _first_commands(loaded: LoadedPlan) -> list[str]:
         f"drtool plan validate {loaded.path}",
         f"drtool restore --plan {loaded.path} --dry-run       # order, skips, sizes; nothing is written",
         f"drtool restore --plan {loaded.path}",
+        "drtool runs show RUN                                 # the steps of RUN, from any terminal",
         "drtool restore --resume RUN                          # after a failed step is fixed",
+        "drtool restore --resume RUN --approve STEP           # once STEP's approver said yes",
         "```",
         "",
         f"Steps run in dependency order, at most {plan.parallelism} at a time; a failed step stops only the steps "
-        "that need it. Every step is idempotent: running it again is safe.",
+        "that need it. Every step is idempotent: running it again is safe. A step that passes its timeout is "
+        "killed with every process it started before it is tried again.",
         "",
     ]
+    if any(s.approval for s in plan.steps):
+        out += [
+            "Steps marked **needs approval** do not run until someone says yes. On a terminal drtool asks when "
+            "it reaches one, showing what it will change; the answer is no unless you type `y`. Without a "
+            "terminal the run stops there with exit code 11, the other steps still run, and the message gives "
+            "the command that continues it (`drtool restore --resume RUN --approve STEP`). `--approve STEP` "
+            "on the first command approves ahead of time. Every approval is recorded with who gave it "
+            "(`--approver NAME`, else your user), when and from which host.",
+            "",
+        ]
+    return out
 
 
 def _steps(plan: Plan, manifest: Manifest | None) -> list[str]:
@@ -113,7 +127,12 @@ def _steps(plan: Plan, manifest: Manifest | None) -> list[str]:
 
 
 def _step(number: int, plan: Plan, step: Step, manifest: Manifest | None, installed: dict[str, Any]) -> list[str]:
-    gate = "**Needs approval** before it runs" if step.approval else "Safe to run"
+    gate = (
+        f"**Needs approval** before it runs: the run stops here until its approver says yes "
+        f"(`--approve {step.id}`, or `y` at the prompt)"
+        if step.approval
+        else "Safe to run"
+    )
     out = [f"{number}. **{step.id}** — plugin `{step.uses}`. {gate}."]
     if step.description:
         out.append(f"   {step.description}")
@@ -126,7 +145,7 @@ def _step(number: int, plan: Plan, step: Step, manifest: Manifest | None, instal
     if why is not None:
         outcome = "skipped." if step.optional else "**the run will fail here.**"
         out.append(f"   - Will not run today ({why}): {outcome}")
-    limit = f"timeout {format_duration(step.timeout)}" if step.timeout else "no timeout"
+    limit = f"timeout {format_duration(step.timeout)} (then killed)" if step.timeout else "no timeout"
     out.append(f"   - Limits: {limit}, {step.retries} automatic retr{'y' if step.retries == 1 else 'ies'}.")
     out.append(
         f"   - Check after: the step runs `{step.uses}`'s verification; it must end `ok`. "

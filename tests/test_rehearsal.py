@@ -246,6 +246,10 @@ def test_shipped_plans_rehearse_into_a_fresh_lab(source: Source, tmp_path: Path,
     assert isolation["mode"] == ("netns" if netns.available() is None else "in-process"), isolation
     assert result.report["run"]["bug_pairs"] == [] and not isolation["blocked"]
     assert any(s["status"] == "ok" for s in steps.values())
+    gated = [s for s in steps.values() if s["approval"]]  # a rehearsal approves by itself, and says so
+    assert [s["id"] for s in gated] == (["etcd-snapshot"] if plan == "control-plane-from-etcd.yaml" else [])
+    assert all(s["approval"]["how"] == "automatic (rehearsal)" and s["approval"]["approved"] for s in gated)
+    assert ("approved automatically" in result.paths["md"].read_text()) is bool(gated)
     assert not Lab.names(tmp_path) and not processes_mentioning(tmp_path)  # torn down, servers stopped
 
 

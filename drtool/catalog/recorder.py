@@ -1,8 +1,10 @@
 """Writing what happens on this side to the catalog as it happens: restore runs, their steps, and drills.
 
-A run's row is written when it starts and its step rows whenever a step ends, so a crash or Ctrl-C loses
-nothing and `drtool restore --resume RUN` reads from here which steps ended ``ok`` and in which run
-(``StepRunRow.done_in``). The recorder knows rows, not plans: anything shaped like ``StepRecord`` is recorded.
+A run's row is written when it starts and its step rows whenever a step changes state (waiting, awaiting
+approval, running, its end), so a crash or Ctrl-C loses nothing, `drtool runs show RUN` follows a run from
+another terminal, and `drtool restore --resume RUN` reads from here which steps ended ``ok`` and in which run
+(``StepRunRow.done_in``). Approvals are rows of their own. The recorder knows rows, not plans: anything
+shaped like ``StepRecord`` is recorded.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from drtool.catalog.db import Catalog
-from drtool.catalog.runs import DrillRow, RestoreRunRow, RunLog, StepRunRow
+from drtool.catalog.runs import ApprovalRow, DrillRow, RestoreRunRow, RunLog, StepRunRow
 
 
 class RunRecord(Protocol):
@@ -73,14 +75,18 @@ class RunRecorder:
         self.log.save(self.run)
 
     def steps(self, steps: Iterable[StepRecord]) -> None:
-        """The rows of every step that has left ``pending``, as they are now."""
-        rows = [_step_row(self.run.id, s) for s in steps if s.status != "pending"]
-        self.log.replace_steps(self.run.id, rows)
+        """The rows of every step, as they are now."""
+        self.log.replace_steps(self.run.id, [_step_row(self.run.id, s) for s in steps])
 
-    def finish(self, steps: Iterable[StepRecord], finished: str, ok: bool) -> None:
+    def approval(self, decision: Mapping[str, Any]) -> None:
+        """One decision about a gated step: ``drtool.plans.approval.Approval.to_dict()``."""
+        self.log.save(ApprovalRow(run_id=self.run.id, **decision))
+
+    def finish(self, steps: Iterable[StepRecord], finished: str, status: str) -> None:
+        """The last word on the run: ok, failed, or awaiting-approval."""
         self.steps(steps)
         self.run.finished = finished
-        self.run.status = "ok" if ok else "failed"
+        self.run.status = status
         self.log.save(self.run)
 
 

@@ -7,12 +7,14 @@ so a resumed run reads its targets again from the plan and the environment.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, inspect, text
 from sqlmodel import Field, Session, SQLModel, select
 
-from drtool.errors import NotFound
+from drtool.errors import NotFound, UsageError
 
 if TYPE_CHECKING:
     from drtool.catalog.db import Catalog
@@ -30,7 +32,7 @@ class RestoreRunRow(SQLModel, table=True):
     backup_id: str
     started: str = Field(index=True)
     finished: str = ""
-    status: str = "running"  # running | ok | failed
+    status: str = "running"  # running | ok | failed | awaiting-approval
     resumed_from: str = ""
 
 
@@ -40,7 +42,7 @@ class StepRunRow(SQLModel, table=True):
     run_id: str = Field(index=True, foreign_key="restore_runs.id")
     step_id: str
     uses: str
-    status: str  # ok | failed | skipped | refused
+    status: str  # waiting | awaiting-approval | running | ok | failed | refused | skipped | declined
     attempts: int = 0
     started_s: float = 0.0  # seconds from the run's start
     finished_s: float = 0.0
@@ -49,6 +51,21 @@ class StepRunRow(SQLModel, table=True):
     error: str = ""
     log: str = ""
     done_in: str = ""  # status ok: the run it was done in (this one, or an earlier one a resume took it from)
+
+
+class ApprovalRow(SQLModel, table=True):
+    """Who decided about a gated step of a run, when, from where and how (drtool.plans.approval)."""
+
+    __tablename__ = "approvals"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(index=True, foreign_key="restore_runs.id")
+    step_id: str
+    approved: bool
+    approver: str  # --approver, else the OS user
+    os_user: str
+    host: str
+    at: str
+    how: str  # --approve | --approve-all | prompt | automatic (rehearsal)
 
 
 class DrillRow(SQLModel, table=True):
@@ -90,6 +107,18 @@ def upgrade(engine: Engine) -> None:
         )
 
 
+@dataclasses.dataclass
+class ResumePoint:
+    """What `drtool restore --resume RUN` takes over from the run it continues."""
+
+    run_id: str
+    plan_path: str
+    values_path: str
+    backup_id: str
+    done_before: dict[str, str]  # step id -> the run it ended ok in
+    elapsed_s: float  # since the first run of the resume chain started: the RTO spent so far
+
+
 class RunLog:
     """Reads and writes the run tables through a ``Catalog``'s engine."""
 
@@ -123,6 +152,34 @@ class RunLog:
     def steps(self, run_id: str) -> list[StepRunRow]:
         with Session(self.engine) as session:
             query = select(StepRunRow).where(StepRunRow.run_id == run_id).order_by(StepRunRow.started_s)
+            return list(session.exec(query).all())
+
+    def resume_point(self, run_id: str) -> ResumePoint:
+        """Where a resume of restore run ``run_id`` starts from (a rehearsal is run again, not resumed)."""
+        previous = first = self.run(run_id)
+        if previous.kind != "restore":
+            raise UsageError(f"run {previous.id} was a {previous.kind}, not a restore", "rehearse the plan again")
+        while first.resumed_from:
+            first = self.run(first.resumed_from)
+        began = dt.datetime.fromisoformat(first.started.replace("Z", "+00:00"))
+        return ResumePoint(
+            previous.id,
+            previous.plan_path,
+            previous.values_path,
+            previous.backup_id,
+            {step.step_id: step.done_in for step in self.steps(previous.id) if step.status == "ok"},
+            (dt.datetime.now(dt.UTC) - began).total_seconds(),
+        )
+
+    def approvals(self, run_id: str) -> list[ApprovalRow]:
+        with Session(self.engine) as session:
+            query = select(ApprovalRow).where(ApprovalRow.run_id == run_id).order_by(ApprovalRow.at)
+            return list(session.exec(query).all())
+
+    def runs(self, limit: int = 20) -> list[RestoreRunRow]:
+        """The latest runs, newest first."""
+        with Session(self.engine) as session:
+            query = select(RestoreRunRow).order_by(RestoreRunRow.started.desc()).limit(limit)  # type: ignore[attr-defined]
             return list(session.exec(query).all())
 
     def drills(self) -> list[DrillRow]:

@@ -18,6 +18,7 @@ from drtool.cli import (
     plan_cmds,
     prune_cmd,
     rehearse_cmd,
+    runs_cmds,
     schedule_cmds,
     store_cmds,
 )
@@ -82,6 +83,7 @@ app.add_typer(lab_cmds.app, name="lab")
 app.add_typer(schedule_cmds.app, name="schedule")
 prune_cmd.register(app)
 app.add_typer(plan_cmds.app, name="plan")
+app.add_typer(runs_cmds.app, name="runs")
 rehearse_cmd.register(app)
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import sys
 from html import escape
 from pathlib import Path
 from typing import Annotated
@@ -11,12 +13,17 @@ import typer
 from rich.table import Table
 
 from drtool.backends import open_backend
-from drtool.cli.state import console, print_json, progress, state
+from drtool.cli.run_view import RunView, live_rows, steps_table
+from drtool.cli.state import console, print_json, state
 from drtool.config import credentials_from_env
-from drtool.errors import SourceError, UsageError
+from drtool.errors import ApprovalNeeded, SourceError, UsageError
+from drtool.plans.approval import Approvals
 from drtool.plans.dag import waves
-from drtool.plans.executor import Executor, RunResult, dry_run
+from drtool.plans.dryrun import PlannedStep, dry_run
+from drtool.plans.executor import Executor
 from drtool.plans.loader import LoadedPlan, read_values
+from drtool.plans.notify import webhook_for
+from drtool.plans.results import RunResult
 from drtool.plans.schema import Plan, format_duration
 from drtool.plans.source import find_backup
 from drtool.plans.validate import check_file
@@ -120,6 +127,15 @@ def open_plan_repo(ctx: typer.Context, plan: Plan) -> Repository:
     return app_state.open_repo()
 
 
+@dataclasses.dataclass
+class Gates:
+    """How `drtool restore --plan` passes approval gates (docs/plans.md, "Approvals")."""
+
+    approve: list[str] = dataclasses.field(default_factory=list)
+    approve_all: bool = False
+    approver: str | None = None
+
+
 def restore_with_plan(
     ctx: typer.Context,
     plan_file: Path | None,
@@ -128,80 +144,95 @@ def restore_with_plan(
     values: Path | None,
     dry: bool,
     as_json: bool,
+    gates: Gates | None = None,
 ) -> None:
     """The `drtool restore --plan/--resume` form (store_cmds.restore hands over to it)."""
-    app_state = state(ctx)
-    catalog = app_state.open_catalog()
-    done_before: dict[str, str] = {}
-    resumed_from = ""
+    catalog = state(ctx).open_catalog()
+    previous = None
     if resume:
         from drtool.catalog.runs import RunLog
 
-        log = RunLog(catalog)
-        previous = log.run(resume)
-        if previous.kind != "restore":
-            raise UsageError(f"run {previous.id} was a {previous.kind}, not a restore", "rehearse the plan again")
-        plan_file, resumed_from, backup_ref = Path(previous.plan_path), previous.id, previous.backup_id
+        previous = RunLog(catalog).resume_point(resume)
+        plan_file, backup_ref = Path(previous.plan_path), previous.backup_id
         values = Path(previous.values_path) if previous.values_path else values
-        done_before = {step.step_id: step.done_in for step in log.steps(previous.id) if step.status == "ok"}
     assert plan_file is not None
     loaded = load_checked(plan_file, values)
     plan = loaded.require()
     repo = open_plan_repo(ctx, plan)
     manifest = repo.find_backup(backup_ref) if backup_ref else find_backup(repo, plan.source)
     if dry:
-        planned = dry_run(loaded, repo, manifest)
-        if as_json:
-            print_json([p.__dict__ for p in planned])
-            return
-        table = Table(
-            "wave",
-            "step",
-            "plugin",
-            "action",
-            "artifacts",
-            "target keys",
-            "note",
-            title=f"dry run: {plan.name} from {manifest.id}",
-        )
-        for p in planned:
-            note = p.reason or (f"unset: {', '.join(p.unset)}" if p.unset else "")
-            table.add_row(str(p.wave + 1), p.id, p.uses, p.action, str(p.artifacts), ", ".join(p.target_keys), note)
-        console.print(table)
-        console.print("nothing was written; every chunk the restore needs is in the store")
+        print_dry_run(plan, manifest.id, dry_run(loaded, repo, manifest), as_json)
         return
-    with progress() as prog:
-        run = Executor(
+    gates = gates or Gates()
+    view = RunView(console, live=sys.stdout.isatty(), quiet=as_json)
+    ask = view.ask if sys.stdin.isatty() else None
+    approvals = Approvals(gates.approve, every=gates.approve_all, approver=gates.approver, ask=ask)
+    notifier = webhook_for(plan, "restore")
+    try:
+        executor = Executor(
             loaded,
             repo,
             manifest,
             catalog=catalog,
             values_path=values,
-            done_before=done_before,
-            resumed_from=resumed_from,
-            echo=(lambda _line: None) if as_json else lambda line: console.print(line, style="dim", highlight=False),
-            progress=prog,
-        ).execute()
-    print_run(run, as_json)
-    if not run.ok:
-        failed = ", ".join(s.id for s in run.failed)
-        raise SourceError(
-            f"run {run.run_id}: step(s) {failed} failed", f"fix the cause, then `drtool restore --resume {run.run_id}`"
+            done_before=previous.done_before if previous else None,
+            resumed_from=previous.run_id if previous else "",
+            approvals=approvals,
+            notifier=notifier,
+            elapsed_before_s=previous.elapsed_s if previous else 0.0,
+            echo=view.echo,
         )
+        with view.showing(executor):
+            run = executor.execute()
+    finally:
+        if notifier is not None:
+            notifier.close()
+    print_run(run, as_json)
+    raise_for(run)
+
+
+def raise_for(run: RunResult) -> None:
+    """The run's outcome as an exit code: failed steps (7) before steps that wait for approval (11)."""
+    if run.ok:
+        return
+    resume = f"`{run.resume_command()}`"
+    if run.failed:
+        failed = ", ".join(s.id for s in run.failed)
+        raise SourceError(f"run {run.run_id}: step(s) {failed} failed", f"fix the cause, then {resume}")
+    if run.gated:
+        gated = ", ".join(s.id for s in run.gated)
+        raise ApprovalNeeded(f"run {run.run_id} stopped before step(s) {gated}: approval needed", f"to go on: {resume}")
+    failed = ", ".join(c.name for c in run.checks if not c.ok)
+    raise SourceError(f"run {run.run_id}: check(s) {failed} failed", f"fix the cause, then {resume}")
+
+
+def print_dry_run(plan: Plan, backup_id: str, planned: list[PlannedStep], as_json: bool) -> None:
+    if as_json:
+        print_json([p.__dict__ for p in planned])
+        return
+    table = Table(
+        "wave",
+        "step",
+        "plugin",
+        "action",
+        "artifacts",
+        "target keys",
+        "note",
+        title=f"dry run: {plan.name} from {backup_id}",
+    )
+    for p in planned:
+        note = p.reason or (f"unset: {', '.join(p.unset)}" if p.unset else "")
+        table.add_row(str(p.wave + 1), p.id, p.uses, p.action, str(p.artifacts), ", ".join(p.target_keys), note)
+    console.print(table)
+    console.print("nothing was written; every chunk the restore needs is in the store")
 
 
 def print_run(run: RunResult, as_json: bool) -> None:
     if as_json:
         print_json(
-            {"run": run.run_id, "plan": run.plan.name, "backup": run.backup_id, "ok": run.ok, "seconds": run.seconds}
-            | {"steps": [s.to_dict() for s in run.steps.values()]}
+            {"run": run.run_id, "plan": run.plan.name, "backup": run.backup_id, "ok": run.ok, "status": run.status}
+            | {"seconds": run.seconds, "steps": [s.to_dict() for s in run.steps.values()]}
         )
         return
-    table = Table("step", "plugin", "status", "seconds", "attempts", "detail", title=f"run {run.run_id}")
-    for s in run.steps.values():
-        colour = {"ok": "green", "skipped": "yellow"}.get(s.status, "red")
-        table.add_row(
-            s.id, s.uses, f"[{colour}]{s.status}[/]", f"{s.seconds:.1f}", str(s.attempts), s.error or s.summary
-        )
-    console.print(table)
-    console.print(f"plan {run.plan.name}, backup {run.backup_id}: {'ok' if run.ok else 'FAILED'} in {run.seconds:.1f}s")
+    console.print(steps_table(live_rows(run, run.seconds), f"run {run.run_id}"))
+    console.print(f"plan {run.plan.name}, backup {run.backup_id}: {run.status} in {run.seconds:.1f}s", highlight=False)

@@ -13,6 +13,7 @@ from drtool.cli.independence_cmd import inside_failure_domain
 from drtool.cli.plan_cmds import ValuesOpt, load_checked, open_plan_repo
 from drtool.cli.state import console, print_json, progress, state
 from drtool.errors import SourceError, UsageError
+from drtool.plans.notify import webhook_for
 from drtool.plans.schema import format_duration
 
 PlanOpt = Annotated[Path, typer.Option("--plan", help="The restore plan (YAML).")]
@@ -67,15 +68,21 @@ def rehearse(
         out_dir=out,
         isolation=isolation,
     )
-    with progress() as prog:
-        result = run_rehearsal(
-            loaded,
-            open_plan_repo(ctx, loaded.require()),
-            options,
-            catalog=app_state.open_catalog(),
-            echo=lambda line: console.print(line, style="dim", highlight=False),
-            progress=prog,
-        )
+    notifier = webhook_for(loaded.require(), "rehearsal")  # its thread starts here, outside any isolation
+    try:
+        with progress() as prog:
+            result = run_rehearsal(
+                loaded,
+                open_plan_repo(ctx, loaded.require()),
+                options,
+                catalog=app_state.open_catalog(),
+                notifier=notifier,
+                echo=lambda line: console.print(line, style="dim", highlight=False),
+                progress=prog,
+            )
+    finally:
+        if notifier is not None:
+            notifier.close()
     print_rehearsal(result.report)
     for kind, path in sorted(result.paths.items()):
         console.print(f"report ({kind}): {path}", highlight=False)
@@ -86,6 +93,8 @@ def rehearse(
 
 
 def print_rehearsal(report: dict) -> None:  # type: ignore[type-arg]
+    from drtool.report.view import approval_note  # jinja2 loads with drtool.report: only rehearsals pay
+
     run = report["run"]
     table = Table("step", "plugin", "status", "start s", "seconds", "detail", title=f"rehearsal {run['id']}")
     for s in run["steps"]:
@@ -96,7 +105,7 @@ def print_rehearsal(report: dict) -> None:  # type: ignore[type-arg]
             f"[{colour}]{s['status']}[/]",
             f"{s['started_s']:.1f}",
             f"{s['finished_s'] - s['started_s']:.1f}",
-            s["error"] or s["summary"],
+            "; ".join(filter(None, (s["error"] or s["summary"], approval_note(s.get("approval"))))),
         )
     console.print(table)
     failed = [c for c in report["checks"] if not c["ok"]]

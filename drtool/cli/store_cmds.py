@@ -216,15 +216,27 @@ def restore(
         str | None, typer.Option("--resume", help="Resume a failed plan run from its failed steps.")
     ] = None,
     values: Annotated[Path | None, typer.Option("--values", help="Variables for the plan (YAML).")] = None,
+    approve: Annotated[
+        list[str] | None, typer.Option("--approve", help="With --plan/--resume: approve this gated step (repeatable).")
+    ] = None,
+    approve_all: Annotated[
+        bool, typer.Option("--approve-all", help="With --plan/--resume: approve every gated step.")
+    ] = False,
+    approver: Annotated[
+        str | None, typer.Option("--approver", help="The name approvals are recorded under (default: the OS user).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Restore a backup into a target. Example: drtool restore latest -p etcd -t data_dir=/var/lib/etcd-2
 
-    With a plan: drtool restore --plan restore-plans/full-cluster-rebuild.yaml [--dry-run]"""
+    With a plan: drtool restore --plan restore-plans/full-cluster-rebuild.yaml [--dry-run] [--approve STEP]"""
     if plan or resume:
-        from drtool.cli.plan_cmds import restore_with_plan
+        from drtool.cli.plan_cmds import Gates, restore_with_plan
 
-        return restore_with_plan(ctx, plan, resume, backup_id, values, dry_run, as_json)
+        gates = Gates(approve or [], approve_all, approver)
+        return restore_with_plan(ctx, plan, resume, backup_id, values, dry_run, as_json, gates)
+    if approve or approve_all or approver:
+        raise UsageError("--approve, --approve-all and --approver go with --plan or --resume", "see docs/plans.md")
     if not backup_id or not plugin:
         raise UsageError("restore needs a backup and --plugin, or --plan FILE", "see `drtool restore --help`")
     repo = state(ctx).open_repo()

@@ -159,6 +159,12 @@ class Waiver(_Strict):
     expires: dt.date | None = None
 
 
+class Notify(_Strict):
+    """Where a run tells people what happens (drtool.plans.notify): a URL that takes a JSON POST."""
+
+    webhook: str | None = None  # put it in a variable when it carries a token: ${DR_WEBHOOK}
+
+
 class Plan(_Strict):
     api_version: Literal["drtool/v1"] = Field(default="drtool/v1", alias="apiVersion")
     kind: Literal["RestorePlan"] = "RestorePlan"
@@ -171,6 +177,7 @@ class Plan(_Strict):
     steps: list[Step] = Field(min_length=1)
     checks: list[PlanCheck] = Field(default_factory=list)
     waivers: list[Waiver] = Field(default_factory=list)
+    notify: Notify = Field(default_factory=Notify)
 
     _secrets_target = field_validator("target")(classmethod(lambda cls, v: _no_inline_secrets(v)))
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from drtool.plans.dag import find_cycle
 from drtool.plans.loader import LoadedPlan, Problem, load_plan
+from drtool.plans.schema import Plan
+from drtool.plugin.manager import load_plugins
 
 
 def validate(loaded: LoadedPlan, installed: Collection[str]) -> LoadedPlan:
@@ -87,3 +89,10 @@ def validate(loaded: LoadedPlan, installed: Collection[str]) -> LoadedPlan:
 def check_file(path: Path | str, installed: Collection[str], values: dict[str, str] | None = None) -> LoadedPlan:
     """Load and fully validate a plan file."""
     return validate(load_plan(path, values=values), installed)
+
+
+def ensure_valid(loaded: LoadedPlan) -> Plan:
+    """The plan, once schema, graph and plugins are checked (a cycle would never finish); else a UsageError."""
+    if not loaded.validated:
+        validate(loaded, load_plugins())
+    return loaded.require()

@@ -58,3 +58,19 @@ def get_plugin(name: str) -> Plugin:
     if name not in reg.plugins:
         raise NotFound(f"no plugin named {name!r}", f"installed plugins: {', '.join(sorted(reg.plugins)) or 'none'}")
     return reg.plugins[name]
+
+
+def load_one(name: str) -> Plugin:
+    """The plugin called ``name``, importing only its own entry point when one is named alike.
+
+    A plan step's process needs one plugin; loading every installed one (the Kubernetes client, boto3, ...)
+    would add their imports to every step.
+    """
+    for ep in entry_points(group=GROUP, name=name):
+        try:
+            plugin = ep.load()()
+        except Exception:
+            break  # get_plugin reports it the usual way
+        if isinstance(plugin, Plugin) and plugin.name == name:
+            return plugin
+    return get_plugin(name)

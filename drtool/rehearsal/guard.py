@@ -10,19 +10,22 @@ matched, and which plan steps were running. IPv4-mapped IPv6 addresses (``::ffff
 dual-stack socket connects to) are judged as the IPv4 address they stand for (``domain.normal_ip``).
 
 Audit hooks cannot be removed, so one hook is installed per process and does nothing unless a guard is
-active; its fast path is one comparison per audit event. Subprocesses (git, helm, etcdutl, a kubeconfig's
-exec plugin) and C libraries that open sockets themselves (libpq) are beyond an audit hook: the network
-namespace (isolation.py) covers those, and reports what it saw through ``record``.
+active; its fast path is one comparison per audit event. Each plan step runs in a process of its own
+(drtool.plans.step_process): the executor pickles a ``StepProcessGuard`` into it, which installs the same
+guard there and reports each refusal back, attributed to that step alone. Other subprocesses (git, helm,
+etcdutl, a kubeconfig's exec plugin) and C libraries that open sockets themselves (libpq) are beyond an
+audit hook: the network namespace (isolation.py) covers those, and reports what it saw through ``record``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 IsInside = Callable[[str, int | None], str | None]  # (host, port) -> why it is inside the domain, or None
@@ -71,8 +74,9 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
 class NetworkGuard:
     """Active inside its ``with`` block; also the plan executor's ``StepWatcher`` (drtool.plans.executor)."""
 
-    def __init__(self, is_inside: IsInside) -> None:
+    def __init__(self, is_inside: IsInside, on_record: Callable[[str, int | None, str], None] | None = None) -> None:
         self.is_inside = is_inside
+        self.on_record = on_record  # told of each refusal as it happens (a step's process reports it back)
         self.refused: list[Refusal] = []
         self.running: set[str] = set()
         self._lock = threading.Lock()
@@ -85,13 +89,22 @@ class NetworkGuard:
         self.record(host, port, reason, GUARD)
         raise ConnectionRefusedError(errno.ECONNREFUSED, f"refused by drtool's rehearsal network guard: {reason}")
 
-    def record(self, host: str, port: int | None, reason: str, by: str) -> str:
-        """Note an attempt into the domain that was stopped elsewhere (the namespace, its resolver)."""
+    def record(self, host: str, port: int | None, reason: str, by: str, steps: tuple[str, ...] | None = None) -> str:
+        """Note an attempt into the domain that was stopped elsewhere (the namespace, its resolver, a step's
+        process: that one names its step; otherwise every step running is named)."""
         address = f"[{host}]:{port}" if ":" in host and port else f"{host}:{port}" if port else host
         with self._lock:
-            steps = tuple(sorted(self.running))
+            steps = tuple(sorted(self.running)) if steps is None else steps
             self.refused.append(Refusal(address, reason, steps, round(time.monotonic() - self._t0, 3), by))
+        if self.on_record is not None:
+            self.on_record(host, port, reason)
         return address
+
+    def for_step_processes(self) -> StepProcessGuard:
+        return StepProcessGuard(self.is_inside)
+
+    def refused_in_step(self, step_id: str, host: str, port: int | None, reason: str) -> None:
+        self.record(host, port, reason, GUARD, steps=(step_id,))
 
     def step_started(self, step_id: str) -> None:
         with self._lock:
@@ -116,3 +129,17 @@ class NetworkGuard:
     def __exit__(self, *exc: object) -> None:
         global _active
         _active = None
+
+
+@dataclasses.dataclass(frozen=True)
+class StepProcessGuard:
+    """The guard of a plan step's own process: pickled into it, the same judge, each refusal reported back."""
+
+    is_inside: IsInside
+
+    @contextlib.contextmanager
+    def active(self, step_id: str, report: Callable[[str, int | None, str], None]) -> Iterator[None]:
+        guard = NetworkGuard(self.is_inside, on_record=report)
+        guard.step_started(step_id)
+        with guard:
+            yield

@@ -10,8 +10,9 @@ Two modes, and the report says which ran (``Isolation.to_dict()``, in the rehear
   attempt is refused by the kernel and seen by the witness (witness.py): one into the failure domain is
   recorded as a refused connection (it fails the rehearsal, as the guard's do), one elsewhere as
   ``blocked``. The in-process guard runs too, so drtool's own attempts are refused with their evidence.
-- **in-process**: only the guard (guard.py): drtool's own Python connections, datagrams and lookups.
-  Subprocesses and C libraries are not covered, and the report says so ("subprocesses unguarded").
+- **in-process**: only the guard (guard.py): drtool's own Python connections, datagrams and lookups, in
+  drtool's process and in each plan step's (the executor installs the guard there). Other subprocesses and
+  C libraries are not covered, and the report says so ("subprocesses unguarded").
 
 ``auto`` picks netns when the machine allows it and the target stays inside the rehearsal (a kept lab must
 stay reachable afterwards, so ``keep`` picks in-process).
@@ -39,8 +40,8 @@ MODES = (AUTO, NETNS, IN_PROCESS)
 COVERS = {
     NETNS: "every process the restore starts (subprocesses and C libraries included): a network namespace with "
     "only loopback, the target and the relayed endpoints",
-    IN_PROCESS: "drtool's own Python connections, datagrams and DNS lookups; subprocesses unguarded, and so are "
-    "C libraries that open their own sockets (libpq)",
+    IN_PROCESS: "drtool's own Python connections, datagrams and DNS lookups, in each step's process too; "
+    "subprocesses unguarded, and so are C libraries that open their own sockets (libpq)",
 }
 
 

@@ -21,11 +21,14 @@ from typing import TYPE_CHECKING, Any
 from drtool.independence.analysis import analyze
 from drtool.independence.domain import FailureDomain
 from drtool.lab.lab import Lab
-from drtool.plans.executor import Executor, RunResult, ensure_valid
+from drtool.plans.approval import Approvals
+from drtool.plans.executor import Executor, RunNotifier
 from drtool.plans.loader import LoadedPlan
+from drtool.plans.results import RunResult
 from drtool.plans.schema import Plan
 from drtool.plans.source import find_backup
 from drtool.plans.steps import skip_reason, step_target
+from drtool.plans.validate import ensure_valid
 from drtool.plugin.contract import Plugin
 from drtool.plugin.manager import load_plugins
 from drtool.progress import Progress
@@ -119,6 +122,7 @@ def rehearse(
     options: RehearsalOptions,
     *,
     catalog: Catalog | None = None,
+    notifier: RunNotifier | None = None,
     echo: Echo = lambda _line: None,
     progress: Progress | None = None,
 ) -> Rehearsal:
@@ -157,7 +161,9 @@ def rehearse(
                     overrides=target.overrides,
                     catalog=catalog,
                     kind="rehearsal",
+                    approvals=Approvals.automatic("rehearsal"),  # a scratch target: the report says so
                     watcher=guard,
+                    notifier=notifier,
                     echo=echo,
                     progress=progress,
                 )

@@ -65,7 +65,7 @@ def _run(report: Mapping[str, Any], run: Mapping[str, Any]) -> list[str]:
                 STEP_MARK.get(s.get("status"), s.get("status")),
                 s["duration"],
                 s.get("attempts"),
-                s.get("error") or s.get("summary") or "",
+                "; ".join(filter(None, (s.get("error") or s.get("summary"), s["approval_note"]))),
             )
             for s in steps
         ],

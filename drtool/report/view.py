@@ -57,8 +57,21 @@ def step_rows(run: Mapping[str, Any]) -> list[dict[str, Any]]:
     for step in run.get("steps") or []:
         started, finished = step.get("started_s"), step.get("finished_s")
         took = float(finished) - float(started) if started is not None and finished is not None else None
-        rows.append({**step, "duration": seconds(took), "refused": step.get("refused_connections") or []})
+        rows.append(
+            {**step, "duration": seconds(took), "refused": step.get("refused_connections") or [],
+             "approval_note": approval_note(step.get("approval"))}
+        )  # fmt: skip
     return rows
+
+
+def approval_note(approval: Mapping[str, Any] | None) -> str:
+    """How a gated step was let through (or not): a rehearsal says it approved by itself."""
+    if not approval:
+        return ""
+    verdict = "approved" if approval["approved"] else "refused"
+    if str(approval["how"]).startswith("automatic"):
+        return f"{verdict} automatically: a rehearsal restores into a scratch target"
+    return f"{verdict} by {approval['approver']} on {approval['host']} ({approval['how']})"
 
 
 def dag_nodes(report: Mapping[str, Any]) -> list[dict[str, Any]]:
