@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from drtool.environ import child_env
 from drtool.errors import DrtoolError, SourceError
 
 MINIO_MODULE = "github.com/minio/minio"
@@ -100,7 +101,7 @@ def _build(module: str, version: str, target: Path) -> None:
     log_path = target.parent / f".{target.name}.build.log"
     print(f"building {module}@{version} (first time only; takes minutes)...", file=sys.stderr)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}.") as tmp:
-        env = {**os.environ, "GOBIN": tmp, "GOFLAGS": "-mod=mod"}
+        env = child_env({"GOBIN": tmp, "GOFLAGS": "-mod=mod"})
         with open(log_path, "wb") as log:
             result = subprocess.run(
                 [go, "install", f"{module}@{version}"], env=env, stdout=log, stderr=subprocess.STDOUT, check=False
@@ -154,7 +155,7 @@ def _build_kube_apiserver(target: Path) -> None:
     _check_kube_pin(KUBE_GOMOD)
     log_path = target.parent / f".{target.name}.build.log"
     print(f"building kube-apiserver {KUBE_VERSION} (first time only; about 7 minutes, 2.4 GB)...", file=sys.stderr)
-    env = {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"}
+    env = child_env({"CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"})
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}.") as tmp:
         out = Path(tmp) / target.name
         argv = [go, "build", "-trimpath", "-ldflags", _kube_ldflags(KUBE_VERSION), "-o", str(out), KUBE_PACKAGE]
