@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from drtool.environ import is_secret_name
 
@@ -158,8 +158,19 @@ class Objectives(_Strict):
     rpo: Duration | None = None
 
 
+def _shaped(pattern: re.Pattern[str], rule: str) -> AfterValidator:
+    """A string field that must match ``pattern``; ``rule`` (a format string for the value) says why not."""
+
+    def check(value: str) -> str:
+        if not pattern.match(value):
+            raise ValueError(rule.format(value))
+        return value
+
+    return AfterValidator(check)
+
+
 class Step(_Strict):
-    id: str
+    id: Annotated[str, _shaped(_STEP_ID, "step id {!r} must be lowercase letters, digits, '-' or '_'")]
     uses: str  # a plugin name
     needs: list[str] = Field(default_factory=list)
     with_: FreeMapping = Field(default_factory=dict, alias="with")  # the plugin's restore options
@@ -169,13 +180,6 @@ class Step(_Strict):
     approval: bool = False  # a human must approve this step in a real disaster (shown in the runbook)
     optional: bool = False  # skipped ("plugin not in backup") when its plugin is not installed or not backed up
     description: str = ""
-
-    @field_validator("id")
-    @classmethod
-    def _id_shape(cls, value: str) -> str:
-        if not _STEP_ID.match(value):
-            raise ValueError(f"step id {value!r} must be lowercase letters, digits, '-' or '_'")
-        return value
 
     _checked_with = field_validator("with_", "target")(classmethod(lambda cls, v: _options_checked(v)))
 
@@ -255,7 +259,9 @@ def _variables(value: Any) -> Any:
 class Plan(_Strict):
     api_version: Literal["drtool/v1"] = Field(default="drtool/v1", alias="apiVersion")
     kind: Literal["RestorePlan"] = "RestorePlan"
-    name: str
+    name: Annotated[
+        str, _shaped(_PLAN_NAME, "plan name {!r} must be letters, digits, '.', '-' or '_' (it names report files)")
+    ]
     description: str = ""
     variables: Annotated[dict[str, Variable], BeforeValidator(_variables)] = Field(default_factory=dict)
     source: Source = Field(default_factory=Source)
@@ -267,13 +273,6 @@ class Plan(_Strict):
     waivers: list[Waiver] = Field(default_factory=list)
 
     _checked_target = field_validator("target")(classmethod(lambda cls, v: _per_plugin(v)))
-
-    @field_validator("name")
-    @classmethod
-    def _name_shape(cls, value: str) -> str:
-        if not _PLAN_NAME.match(value):
-            raise ValueError(f"plan name {value!r} must be letters, digits, '.', '-' or '_' (it names report files)")
-        return value
 
     @model_validator(mode="after")
     def _unique_step_ids(self) -> Plan:
