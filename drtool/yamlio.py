@@ -1,7 +1,9 @@
-"""Reading YAML that people write (config, plans, values files), bounded in size and depth.
+"""Reading YAML that people write (config, plans, values files), bounded in size, depth and expansion.
 
 A hostile or broken file must end in one clean line, never a traceback: PyYAML recurses per nesting level,
-so a few thousand ``[`` exhaust the stack, and nothing a person writes by hand is megabytes long.
+so a few thousand ``[`` exhaust the stack, and nothing a person writes by hand is megabytes long. Aliases
+(``*name``) are refused outright: nine nested aliases of nine items each make a 370-byte plan expand to
+hundreds of thousands of nodes ("billion laughs"), and no drtool file needs them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,19 @@ import yaml
 from drtool.errors import UsageError
 
 MAX_BYTES = 4 * 1024 * 1024
+
+
+class Loader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses aliases (and so merge keys, ``<<: *name``, which need one)."""
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, f"found alias *{event.anchor}: aliases are not allowed (write the value out)",
+                event.start_mark,
+            )  # fmt: skip
+        return super().compose_node(parent, index)  # type: ignore[no-any-return]
 
 
 def read_text(path: Path, what: str) -> str:
@@ -37,11 +52,20 @@ def parse_errors(what: str, path: Path) -> Iterator[None]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
-        raise UsageError(f"{what} {path}{where} is not valid YAML", "fix the file") from None
+        problem = getattr(exc, "problem", None)
+        raise UsageError(
+            f"{what} {path}{where} is not valid YAML" + (f": {problem}" if problem else ""), "fix the file"
+        ) from None
     except RecursionError:
         raise UsageError(f"{what} {path} is nested too deeply", "fix the file") from None
 
 
+def loads(text: str | bytes) -> Any:
+    """One YAML document from memory (a Secret's kubeconfig, an MLmodel file, a chart index) with the same
+    refusals; PyYAML's errors are the caller's to turn into its own."""
+    return yaml.load(text, Loader=Loader)  # a SafeLoader
+
+
 def load(path: Path, what: str) -> Any:
     with parse_errors(what, path):
-        return yaml.safe_load(read_text(path, what))
+        return loads(read_text(path, what))

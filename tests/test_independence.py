@@ -462,6 +462,7 @@ def write_plan(path: Path, waivers: list[dict[str, Any]]) -> Path:
         "apiVersion": "drtool/v1",
         "kind": "RestorePlan",
         "name": "indep",
+        "variables": {"TARGET_KUBECONFIG": "the target cluster"},
         "target": {"kubernetes": {"kubeconfig": "${TARGET_KUBECONFIG}"}},
         "steps": [{"id": "cluster", "uses": "kubernetes"}],
         "waivers": waivers,

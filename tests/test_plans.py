@@ -92,6 +92,7 @@ def test_a_cycle_is_found_and_named(tmp_path: Path) -> None:
 def test_optional_unknown_plugins_and_unset_variables_are_warnings(tmp_path: Path) -> None:
     body = "target:\n  kubernetes: {kubeconfig: '${NOPE_KUBECONFIG}'}\n"
     body += "steps:\n  - {id: a, uses: not-installed, optional: true}\n  - {id: b, uses: kubernetes}\n"
+    body += "variables: {NOPE_KUBECONFIG: the target}\n"
     found = problems(write(tmp_path, HEAD + body))
     assert all(sev == "warning" for _, sev, _ in found), found
     assert (7, "warning") in [(ln, sev) for ln, sev, text in found if "not installed" in text]
@@ -101,6 +102,7 @@ def test_optional_unknown_plugins_and_unset_variables_are_warnings(tmp_path: Pat
 def test_variables_from_values_file_then_environment_with_defaults_and_types(tmp_path: Path) -> None:
     body = "parallelism: ${PAR:-2}\ntarget:\n  etcd: {data_dir: '${DIR}/x', start: '${START:-false}'}\n"
     body += "objectives: {rto: '${RTO:-5m}'}\nsteps:\n  - {id: a, uses: etcd}\n"
+    body += "variables: {PAR: p, DIR: d, START: s, RTO: r}\n"
     path = write(tmp_path, HEAD + body)
     values = write(tmp_path, "DIR: /from/values\nSTART: true\n", "values.yaml")
     loaded = load_plan(path, values=read_values(values), env={"DIR": "/from/env", "PAR": "7"})

@@ -9,6 +9,7 @@ import typer
 import yaml
 from rich.table import Table
 
+from drtool import yamlio
 from drtool.backends import open_backend
 from drtool.backup import run_backup
 from drtool.cli.state import console, human_bytes, print_json, progress, state
@@ -35,7 +36,7 @@ def parse_pairs(pairs: list[str] | None, what: str) -> dict[str, Any]:
         if not sep or not key:
             raise UsageError(f"{what} {pair!r} is not KEY=VALUE", f"for example --{what} data_dir=/var/lib/etcd-new")
         try:
-            parsed = yaml.safe_load(value) if value else ""
+            parsed = yamlio.loads(value) if value else ""
         except yaml.YAMLError:
             parsed = value
         out[key.strip()] = parsed if isinstance(parsed, str | int | float | bool) else value

@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from drtool.environ import child_env
 from drtool.errors import DrtoolError, SourceError
 from drtool.lab.bincache import binary_path, cache_dir, cached_binary
 from drtool.lab.gomods import BINARIES, KUBE_VERSION, lab_binaries, lab_binary
@@ -48,7 +49,7 @@ def kube_apiserver_binary() -> Path:
 
 def _install(module: str, version: str, target: Path) -> None:
     # -mod=mod: the module's own go.mod is the pin here (there is no checked-in build module)
-    env = {**os.environ, "GOFLAGS": "-mod=mod"}
+    env = child_env({"GOFLAGS": "-mod=mod"})
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}.") as tmp:
         run_go(
             ["install", "-v", f"{module}@{version}"],

@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from drtool.environ import child_env
 from drtool.errors import SourceError, UsageError
 from drtool.lab.bincache import binary_path, cache_dir, locked
 from drtool.lab.gorun import run_go
@@ -160,7 +161,7 @@ def _build(gomod: str, binaries: list[LabBinary]) -> None:
     gives static binaries, as upstream ships them, and needs no C compiler.
     """
     target_dir = cache_dir() / "bin"
-    env = {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"}
+    env = child_env({"CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"})
     ldflags = _ldflags(gomod)
     what = f"{', '.join(b.name for b in binaries)} (gomod/{gomod})"
     with tempfile.TemporaryDirectory(dir=target_dir, prefix=f".gomod-{gomod}.") as tmp:

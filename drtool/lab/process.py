@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from drtool.environ import child_env
 from drtool.errors import SourceError
 
 
@@ -38,7 +39,7 @@ def spawn(
 ) -> int:
     """Start a detached server process writing to ``log_path``; returns its pid."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    full_env = {**os.environ, **(env or {})}
+    full_env = child_env(env)  # never the parent's secrets (DRTOOL_PASSPHRASE, AWS_*): drtool.environ
     preexec = None
     if user and os.geteuid() == 0:
         pw = pwd.getpwnam(user)

@@ -21,7 +21,6 @@ import dataclasses
 import fnmatch
 import functools
 import json
-import os
 import subprocess
 import zipfile
 from collections.abc import Iterable
@@ -30,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from drtool.environ import child_env
 from drtool.errors import SourceError
 from drtool.lab.bincache import cache_dir
 from drtool.lab.gorun import go_executable
@@ -118,7 +118,7 @@ MODULES: dict[str, Upstream] = {
 def module_zip(key: str) -> Path:
     """The verified zip of ``MODULES[key]`` in Go's module cache (downloaded first when missing)."""
     up = MODULES[key]
-    env = {**os.environ, "GOFLAGS": "", "GOTOOLCHAIN": "local"}
+    env = child_env({"GOFLAGS": "", "GOTOOLCHAIN": "local"})
     work = cache_dir()
     work.mkdir(parents=True, exist_ok=True)  # outside any go.mod, so the current folder cannot matter
     proc = subprocess.run(

@@ -1,10 +1,13 @@
 """Reading a plan file: YAML with the line of every value kept, and ``${VAR}`` / ``${VAR:-default}`` filled in.
 
 Lines matter because a plan is read in a hurry: "line 23: steps[2].needs names `etcd-restor`" is fixable at
-3 a.m., a bare pydantic path is not. Variables come from a values file (``--values``, a YAML mapping) and
-then the environment; a variable set in neither and without a default stays as written (``${VAR}``) and is
-listed in ``unset``, so `plan validate` and dry runs work without the target's variables, and a real run
-refuses only the steps that need one.
+3 a.m., a bare pydantic path is not. A plan reads only the variables it declares (``variables:``), never a
+secret-bearing name: otherwise ``${DRTOOL_PASSPHRASE}`` in an ``http`` check's URL would send the store's
+passphrase wherever the plan says, and into every report (docs/threat-model.md). Values come from a values
+file (``--values``, a YAML mapping), then the environment, then the inline default, then the declared
+one; a declared variable set nowhere stays as written (``${VAR}``) and is listed in ``unset``, so `plan
+validate` and dry runs work without the target's variables, and a real run refuses only the steps that
+need one. An undeclared variable is an error; it is never read from the environment.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ import yaml
 from pydantic import ValidationError
 
 from drtool import yamlio
+from drtool.environ import is_secret_name
 from drtool.errors import NotFound, UsageError
-from drtool.plans.schema import Plan
+from drtool.plans.schema import VARIABLE_NAME, Plan
 
 _DUPLICATE_STEP = re.compile(r"step id '([^']+)' appears twice")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -52,6 +56,7 @@ class LoadedPlan:
     data: Any
     lines: dict[Loc, int]
     unset: dict[str, int]  # variable -> first line it is used on
+    undeclared: dict[str, int] = dataclasses.field(default_factory=dict)  # used, not under `variables:`
     plan: Plan | None = None
     problems: list[Problem] = dataclasses.field(default_factory=list)
     validated: bool = False  # graph, plugins and waivers checked too (drtool.plans.validate)
@@ -87,8 +92,8 @@ class LoadedPlan:
         return self.plan
 
 
-class _LineLoader(yaml.SafeLoader):
-    """Builds plain Python data and, beside it, the line of every mapping value and list item."""
+class _LineLoader(yamlio.Loader):
+    """Builds plain Python data and, beside it, the line of every mapping value and list item (no aliases)."""
 
 
 def _compose_lines(node: yaml.Node, loc: Loc, lines: dict[Loc, int]) -> Any:
@@ -115,29 +120,61 @@ class _DuplicateKey(Exception):
 _LOADER_FOR_SCALARS = _LineLoader("")
 
 
-def _substitute(value: Any, loc: Loc, env: Mapping[str, str], lines: dict[Loc, int], unset: dict[str, int]) -> Any:
+@dataclasses.dataclass
+class _Variables:
+    """What ``${NAME}`` may become: the declared names, their values and defaults; what was used and missing."""
+
+    declared: dict[str, str | None]  # name -> declared default
+    values: dict[str, str]  # declared names that are set (values file, then environment)
+    lines: dict[Loc, int]
+    unset: dict[str, int]
+    undeclared: dict[str, int]
+
+    def fill(self, match: re.Match[str], loc: Loc) -> str:
+        name, default = match.group(1), match.group(2)
+        if name not in self.declared:
+            self.undeclared.setdefault(name, self.lines.get(loc, 0))
+            return match.group(0)
+        if name in self.values:
+            return self.values[name]
+        if default is not None:
+            return default
+        if self.declared[name] is not None:
+            return str(self.declared[name])
+        self.unset.setdefault(name, self.lines.get(loc, 0))
+        return match.group(0)
+
+
+def _declared(raw: Mapping[str, Any]) -> dict[str, str | None]:
+    """The plan's ``variables:`` as name -> default (the schema checks their shape and names afterwards)."""
+    block = raw.get("variables")
+    if not isinstance(block, Mapping):
+        return {}
+    out: dict[str, str | None] = {}
+    for name, spec in block.items():
+        if isinstance(name, str) and VARIABLE_NAME.match(name) and not is_secret_name(name):
+            default = spec.get("default") if isinstance(spec, Mapping) else None
+            out[name] = None if default is None else str(default).lower() if isinstance(default, bool) else str(default)
+    return out
+
+
+def _substitute(value: Any, loc: Loc, variables: _Variables) -> Any:
     if isinstance(value, dict):
-        return {k: _substitute(v, (*loc, k), env, lines, unset) for k, v in value.items()}
+        return {k: _substitute(v, (*loc, k), variables) for k, v in value.items()}
     if isinstance(value, list):
-        return [_substitute(v, (*loc, i), env, lines, unset) for i, v in enumerate(value)]
+        return [_substitute(v, (*loc, i), variables) for i, v in enumerate(value)]
     if not isinstance(value, str) or "${" not in value:
         return value
 
     def fill(match: re.Match[str]) -> str:
-        name, default = match.group(1), match.group(2)
-        if name in env:
-            return env[name]
-        if default is not None:
-            return default
-        unset.setdefault(name, lines.get(loc, 0))
-        return match.group(0)
+        return variables.fill(match, loc)
 
     filled = _VAR.sub(fill, value)
     # a value that was exactly one variable takes the variable's YAML type: `parallelism: ${PAR:-4}` is a number
     if _VAR.fullmatch(value) and filled != value:
         try:
-            typed = yaml.safe_load(filled)
-        except yaml.YAMLError:
+            typed = yamlio.loads(filled)
+        except (yaml.YAMLError, RecursionError):
             return filled
         return typed if isinstance(typed, int | float | bool) else filled
     return filled
@@ -166,7 +203,6 @@ def load_plan(
     if not path.is_file():
         raise NotFound(f"plan {path} not found", "give the path of a plan file, e.g. restore-plans/*.yaml")
     text = yamlio.read_text(path, "plan")
-    variables = {**(os.environ if env is None else env), **(values or {})}
     lines: dict[Loc, int] = {}
     unset: dict[str, int] = {}
     loaded = LoadedPlan(path, hashlib.sha256(text.encode()).hexdigest(), None, lines, unset)
@@ -187,12 +223,36 @@ def load_plan(
     if not isinstance(raw, dict):
         loaded.problems.append(Problem(1, "a plan is a YAML mapping", "start from a file in restore-plans/"))
         return loaded
-    loaded.data = _substitute(raw, (), variables, lines, unset)
+    declared = _declared(raw)
+    environment = os.environ if env is None else env
+    given = {**{n: environment[n] for n in declared if n in environment}, **(values or {})}  # never another name
+    set_values = {n: v for n, v in given.items() if n in declared}
+    variables = _Variables(declared, set_values, lines, unset, loaded.undeclared)
+    # the declarations themselves are not substituted: a default is a literal
+    loaded.data = {k: v if k == "variables" else _substitute(v, (k,), variables) for k, v in raw.items()}
+    loaded.problems += _variable_problems(loaded, set(values or ()) - set(declared))
     try:
         loaded.plan = Plan.model_validate(loaded.data)
     except ValidationError as exc:
         loaded.problems += [_schema_problem(loaded, err) for err in exc.errors()]
     return loaded
+
+
+def _variable_problems(loaded: LoadedPlan, stray_values: set[str]) -> list[Problem]:
+    """An undeclared ``${NAME}`` is an error (a secret-bearing one says why it can never be declared); a
+    values-file entry the plan does not declare is a warning (it is not used)."""
+    problems = []
+    for name, line in sorted(loaded.undeclared.items(), key=lambda kv: kv[1]):
+        if is_secret_name(name):
+            hint = "secret-bearing names are never expanded in plans; name the variable in a `<field>_env` reference"
+        else:
+            hint = f"declare it: `variables: {{{name}: {{description: ..., default: ...}}}}` (docs/plans.md)"
+        problems.append(Problem(line or None, f"${{{name}}} is not a declared variable of this plan", hint))
+    for name in sorted(stray_values):
+        problems.append(
+            Problem(None, f"the values file sets {name}, which this plan does not declare", "not used", "warning")
+        )
+    return problems
 
 
 def _schema_problem(loaded: LoadedPlan, err: Any) -> Problem:

@@ -3,6 +3,9 @@
 The model is strict (unknown fields are errors) because a typo in a DR plan found during a disaster is a
 typo found too late. Secrets are never inline: a field whose name says it holds a secret must be a
 reference (``*_env`` naming an environment variable, or ``*_file`` naming a file), never a literal value.
+A plan is data, not code (docs/threat-model.md): it names no program to run (binaries come from drtool's
+own discovery, ``drtool.binaries``), it declares every variable it reads (``variables:``; never a
+secret-bearing name), and its ``*_env`` references never name drtool's own or the store's credentials.
 """
 
 from __future__ import annotations
@@ -11,14 +14,28 @@ import datetime as dt
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
+from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from drtool.environ import is_secret_name
 
 _DURATION = re.compile(r"^\s*(?:(\d+)d)?\s*(?:(\d+)h)?\s*(?:(\d+)m)?\s*(?:(\d+)s)?\s*$")
 _STEP_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 # A key named like this holds a secret; only references to one (``password_env``, ``token_file``) are allowed.
 _SECRET_KEY = re.compile(r"(password|passphrase|secret|token|private[_-]?key|unseal|access[_-]?key|credential)", re.I)
 _SECRET_REFERENCE_SUFFIXES = ("_env", "_file", "_ref", "-env", "-file", "-ref")
+_ENV_REFERENCE_SUFFIXES = ("_env", "-env")
+# what drtool itself unlocks the store with: never handed to a target by a plan's ``*_env`` reference
+_OWN_CREDENTIALS = ("DRTOOL_", "AWS_")
+# an option that would name a program for drtool to run (the etcd plugin's old ``etcdutl``, and the like)
+_PROGRAM_KEY = re.compile(
+    r"^(etcdutl|etcdctl|etcd_bin|bao|git|helm|kubectl|skopeo|command|cmd|exec|program|binary|executable"
+    r"|.*[_-](bin|binary|command|cmd|exe|executable|program))$",
+    re.I,
+)
+_PLAN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # it names report files: one plain file name
+VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def parse_duration(value: Any) -> dt.timedelta:
@@ -69,13 +86,55 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
-def _no_inline_secrets(value: dict[str, Any]) -> dict[str, Any]:
+def _walk(value: Any, path: str = "") -> list[tuple[str, str, Any]]:
+    """(dotted path, key, value) of every mapping entry in a nested mapping, depth first."""
+    found: list[tuple[str, str, Any]] = []
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            found += [(where, str(key), item), *_walk(item, where)]
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += _walk(item, f"{path}[{i}]")
+    return found
+
+
+def _options_checked(value: dict[str, Any]) -> dict[str, Any]:
+    """A plugin's options or target from a plan: no inline secret, no program, no drtool credential."""
     paths = inline_secrets(value)
     if paths:
         raise ValueError(
             f"inline secret at {', '.join(paths)}: name an environment variable (`<field>_env`) or a file "
             "(`<field>_file`) instead"
         )
+    entries = _walk(value)
+    programs = [where for where, key, _ in entries if _PROGRAM_KEY.match(key)]
+    if programs:
+        raise ValueError(
+            f"{', '.join(programs)} would name a program to run: plans run none (drtool finds etcdutl, bao and "
+            "git itself; DRTOOL_ETCDUTL and the like set them in drtool's environment)"
+        )
+    own = [
+        f"{where} ({item})"
+        for where, key, item in entries
+        if key.endswith(_ENV_REFERENCE_SUFFIXES) and isinstance(item, str) and item.upper().startswith(_OWN_CREDENTIALS)
+    ]
+    if own:
+        raise ValueError(
+            f"{', '.join(own)} would hand drtool's own or the store's credentials to a target: name a variable "
+            "that holds the target's own secret"
+        )
+    return value
+
+
+def _per_plugin(value: dict[str, Any]) -> dict[str, Any]:
+    """The plan's ``target`` block: each plugin's mapping checked like a step's (plugin names are keys here)."""
+    for plugin, mapping in value.items():
+        if isinstance(mapping, Mapping):
+            try:
+                _options_checked(dict(mapping))
+            except ValueError as exc:
+                raise ValueError(f"{plugin}: {exc}") from None
     return value
 
 
@@ -99,8 +158,19 @@ class Objectives(_Strict):
     rpo: Duration | None = None
 
 
+def _shaped(pattern: re.Pattern[str], rule: str) -> AfterValidator:
+    """A string field that must match ``pattern``; ``rule`` (a format string for the value) says why not."""
+
+    def check(value: str) -> str:
+        if not pattern.match(value):
+            raise ValueError(rule.format(value))
+        return value
+
+    return AfterValidator(check)
+
+
 class Step(_Strict):
-    id: str
+    id: Annotated[str, _shaped(_STEP_ID, "step id {!r} must be lowercase letters, digits, '-' or '_'")]
     uses: str  # a plugin name
     needs: list[str] = Field(default_factory=list)
     with_: FreeMapping = Field(default_factory=dict, alias="with")  # the plugin's restore options
@@ -111,14 +181,7 @@ class Step(_Strict):
     optional: bool = False  # skipped ("plugin not in backup") when its plugin is not installed or not backed up
     description: str = ""
 
-    @field_validator("id")
-    @classmethod
-    def _id_shape(cls, value: str) -> str:
-        if not _STEP_ID.match(value):
-            raise ValueError(f"step id {value!r} must be lowercase letters, digits, '-' or '_'")
-        return value
-
-    _secrets_with = field_validator("with_", "target")(classmethod(lambda cls, v: _no_inline_secrets(v)))
+    _checked_with = field_validator("with_", "target")(classmethod(lambda cls, v: _options_checked(v)))
 
 
 class KubeObjectCheck(_Strict):
@@ -139,6 +202,17 @@ class HttpCheck(_Strict):
     id: str
     url: str
     status: int = 200
+
+    @field_validator("url")
+    @classmethod
+    def _no_credentials(cls, value: str) -> str:
+        """The URL is printed in every report and sent wherever it points: it carries no credential."""
+        parts = urlsplit(value)
+        secret_params = [k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if is_secret_name(k)]
+        if parts.username or parts.password or secret_params:
+            what = f"query parameter(s) {', '.join(secret_params)}" if secret_params else "a user or password"
+            raise ValueError(f"the check's URL carries {what}: checks are unauthenticated reads of a health endpoint")
+        return value
 
 
 class TcpCheck(_Strict):
@@ -165,11 +239,37 @@ class Notify(_Strict):
     webhook: str | None = None  # put it in a variable when it carries a token: ${DR_WEBHOOK}
 
 
+class Variable(_Strict):
+    """A variable the plan reads: ``${NAME}`` anywhere in a value; from ``--values``, then the environment,
+    then ``${NAME:-default}``, then ``default`` here."""
+
+    description: str = ""
+    default: str | int | float | bool | None = None
+
+
+def _variables(value: Any) -> Any:
+    """``NAME: description`` is short for ``NAME: {description: ...}``; every name plain and not secret-bearing."""
+    if not isinstance(value, Mapping):
+        return value
+    for name in value:
+        if not VARIABLE_NAME.match(str(name)):
+            raise ValueError(f"variable name {name!r} must be letters, digits and '_'")
+        if is_secret_name(str(name)):
+            raise ValueError(
+                f"variable {name} has a secret-bearing name: plans never read secrets into values (name the "
+                "variable in a `<field>_env` reference instead, docs/plans.md)"
+            )
+    return {k: {"description": v} if isinstance(v, str) else (v or {}) for k, v in value.items()}
+
+
 class Plan(_Strict):
     api_version: Literal["drtool/v1"] = Field(default="drtool/v1", alias="apiVersion")
     kind: Literal["RestorePlan"] = "RestorePlan"
-    name: str
+    name: Annotated[
+        str, _shaped(_PLAN_NAME, "plan name {!r} must be letters, digits, '.', '-' or '_' (it names report files)")
+    ]
     description: str = ""
+    variables: Annotated[dict[str, Variable], BeforeValidator(_variables)] = Field(default_factory=dict)
     source: Source = Field(default_factory=Source)
     target: FreeMapping = Field(default_factory=dict)  # plugin name -> target mapping (kubeconfig, etcd, ...)
     objectives: Objectives = Field(default_factory=Objectives)
@@ -179,7 +279,7 @@ class Plan(_Strict):
     waivers: list[Waiver] = Field(default_factory=list)
     notify: Notify = Field(default_factory=Notify)
 
-    _secrets_target = field_validator("target")(classmethod(lambda cls, v: _no_inline_secrets(v)))
+    _checked_target = field_validator("target")(classmethod(lambda cls, v: _per_plugin(v)))
 
     @model_validator(mode="after")
     def _unique_step_ids(self) -> Plan:

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
+from drtool.environ import child_env
 from drtool.errors import UsageError
 
 CLONE_NEWNET = 0x40000000
@@ -31,7 +32,7 @@ T = TypeVar("T")
 
 
 def _ip(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30, env=child_env())
 
 
 def available() -> str | None:

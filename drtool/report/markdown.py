@@ -1,7 +1,14 @@
-"""The Markdown report: short enough for a pull-request comment or a ticket, complete enough to act on."""
+"""The Markdown report: short enough for a pull-request comment or a ticket, complete enough to act on.
+
+Most of what it prints comes from backup data and plans (addresses, purposes, evidence, step errors), which
+a forged backup or a careless plan controls. So every such value is rendered inert: ``_text`` escapes what
+would make a link, an image, a code span, raw HTML, an autolink or a mention, and ``_code`` puts a value in
+a code span no backtick inside it can close. Only the report's own words are markup.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,8 +25,36 @@ STATUSES = ("inside", "unknown", "waived", "remediated", "independent")
 STEP_MARK = {"ok": "✅ ok", "failed": "❌ failed", "refused": "⛔ refused", "skipped": "⏭ skipped"}
 
 
+class _Markup(str):
+    """Markdown this module wrote itself (a code span around data): a table cell keeps it as it is."""
+
+
+_ESCAPE = re.compile(r"[\\`\[\]#@!*]")  # backslash, code spans, links/images, issue refs, mentions, emphasis
+_AUTOLINK = re.compile(r"(?i)(?<=[a-z0-9])(:)(?=//)|(?<=www)(\.)")  # GFM autolinks: scheme://, www.
+
+
+def _text(value: Any) -> str:
+    """``value`` as inert Markdown text: shown as written, never a link, image, code span or HTML."""
+    text = " ".join(str(value if value is not None else "").splitlines())
+    text = _ESCAPE.sub(lambda m: "\\" + m.group(0), text)
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _AUTOLINK.sub(lambda m: "\\" + m.group(0), text)
+
+
+def _code(value: Any) -> _Markup:
+    """``value`` in a code span fenced by more backticks than it contains in a row (CommonMark), so nothing in
+    it is markup and nothing in it ends the span."""
+    text = " ".join(str(value if value is not None else "").splitlines())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or (text.startswith(" ") and text.endswith(" ")) else ""
+    return _Markup(f"{fence}{pad}{text}{pad}{fence}")
+
+
 def _cell(value: Any) -> str:
-    return str(value if value is not None else "").replace("|", "\\|").replace("\n", " ")
+    """A table cell: data escaped, the module's own markup kept; ``|`` escaped in both (GFM reads ``\\|`` inside
+    code spans in tables as a literal pipe)."""
+    rendered = value if isinstance(value, _Markup) else _text(value)
+    return rendered.replace("|", "\\|")
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
@@ -29,13 +64,14 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
 
 
 def to_markdown(report: Mapping[str, Any]) -> str:
-    lines = [f"# {view.title(report)}", ""]
+    lines = [f"# {_text(view.title(report))}", ""]
     for _, sentence in view.verdicts(report):
-        lines.append(f"**{sentence}**  ")
+        lines.append(f"**{_text(sentence)}**  ")
     plan, backup = report.get("plan") or {}, report.get("backup") or {}
     lines += [
         "",
-        f"Plan `{plan.get('path') or plan.get('name')}`, backup `{backup.get('id')}` ({backup.get('created')})",
+        f"Plan {_code(plan.get('path') or plan.get('name'))}, backup {_code(backup.get('id'))} "
+        f"({_text(backup.get('created'))})",
         "",
     ]
     run = report.get("run")
@@ -53,7 +89,11 @@ def _run(report: Mapping[str, Any], run: Mapping[str, Any]) -> list[str]:
     lines += _table(
         ["", "measured", "objective", "result"], [(r["name"], r["measured"], r["objective"], r["result"]) for r in rows]
     )
-    lines += [f"Run `{run.get('id')}` into `{run.get('target')}`, {run.get('started')} to {run.get('finished')}", ""]
+    lines += [
+        f"Run {_code(run.get('id'))} into {_code(run.get('target'))}, "
+        f"{_text(run.get('started'))} to {_text(run.get('finished'))}",
+        "",
+    ]
     lines += ["## Steps", ""]
     steps = view.step_rows(run)
     lines += _table(
@@ -92,13 +132,13 @@ def _isolation(run: Mapping[str, Any]) -> list[str]:
     lines = [
         "### Isolation",
         "",
-        f"**{isolation['mode']}** ({isolation.get('why')}): covers {isolation['covers']}.",
+        f"**{_text(isolation['mode'])}** ({_text(isolation.get('why'))}): covers {_text(isolation['covers'])}.",
         "",
     ]
     if isolation.get("relayed"):
-        lines += [f"Relayed into the namespace: {', '.join(isolation['relayed'])}.", ""]
+        lines += [f"Relayed into the namespace: {_text(', '.join(isolation['relayed']))}.", ""]
     if isolation.get("blocked"):
-        lines += [f"Blocked outside the failure domain: {', '.join(isolation['blocked'])}.", ""]
+        lines += [f"Blocked outside the failure domain: {_text(', '.join(isolation['blocked']))}.", ""]
     pairs = run.get("bug_pairs") or []
     if pairs:
         lines += ["### Bug pairs: refused during the rehearsal, not reported by the analysis", ""]
@@ -113,9 +153,9 @@ def _finder(finder: Mapping[str, Any]) -> list[str]:
     scanned = finder.get("scanned") or {}
     fields = sum(p.get("fields", 0) for p in scanned.values())
     lines = [
-        f"The reference finder searched {fields} fields of {', '.join(sorted(scanned)) or 'no plugin'} in "
-        f"{finder.get('seconds')} s; {len(finder.get('independent_addresses') or [])} more addresses it found are "
-        "outside the failure domain and not listed.",
+        f"The reference finder searched {fields} fields of {_text(', '.join(sorted(scanned)) or 'no plugin')} in "
+        f"{_text(finder.get('seconds'))} s; {len(finder.get('independent_addresses') or [])} more addresses it "
+        "found are outside the failure domain and not listed.",
         "",
     ]
     unscanned = finder.get("unscanned") or {}
@@ -123,7 +163,7 @@ def _finder(finder: Mapping[str, Any]) -> list[str]:
         what = [
             f"{plugin} ({u['artifacts']}: {', '.join(u['examples'])}...)" for plugin, u in sorted(unscanned.items())
         ]
-        lines += [f"Not searched (blobs, snapshots, archives, indexes): {'; '.join(what)}.", ""]
+        lines += [f"Not searched (blobs, snapshots, archives, indexes): {_text('; '.join(what))}.", ""]
     return lines
 
 
@@ -142,7 +182,7 @@ def _independence(ind: Mapping[str, Any]) -> list[str]:
                 STATUS_MARK.get(f["status"], f["status"])
                 + ("" if f.get("needed", True) else " (not needed)")
                 + (" — BLOCKS RESTORE" if f.get("blocks_restore") and f["status"] != "independent" else ""),
-                f"`{f['address']}`",
+                _code(f["address"]),
                 f["purpose"],
                 ", ".join(f.get("found_by") or []),
                 f.get("evidence"),
@@ -160,7 +200,7 @@ def _independence(ind: Mapping[str, Any]) -> list[str]:
             ["match", "reason", "step", "expires", "used"],
             [
                 (
-                    f"`{w['match']}`",
+                    _code(w["match"]),
                     w["reason"],
                     w.get("step") or "all",
                     (w.get("expires") or "never") + (" (EXPIRED)" if w.get("expired") else ""),

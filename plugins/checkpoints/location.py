@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from drtool.errors import SourceError, UsageError
+from drtool.plugin.toolkit import paths
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient
@@ -252,14 +253,14 @@ class DirLocation:
         return ""
 
     def _path(self, key: str) -> Path:
-        return self.root.joinpath(*key.split("/"))
+        return paths.under(self.root, key, "checkpoints: object key")
 
     @staticmethod
     def _stat_of(key: str, st: os.stat_result) -> ObjectStat:
         return ObjectStat(key, st.st_size, "", st.st_mtime_ns / 1e9, f"{st.st_ino}:{st.st_ctime_ns}")
 
     def list(self, prefix: str = "") -> list[ObjectStat]:
-        base = self._path(prefix) if prefix else self.root
+        base = self._path(prefix.strip("/")) if prefix.strip("/") else self.root
         if not base.is_dir():
             if not prefix:
                 raise SourceError(f"checkpoints: {base} is not a directory", "check the source path")

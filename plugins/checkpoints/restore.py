@@ -19,6 +19,7 @@ from typing import Any
 
 from drtool.errors import UsageError
 from drtool.plugin.contract import ArtifactInfo, Check, Dependency, RestoreContext, RestoreResult
+from drtool.plugin.toolkit import paths
 from drtool.plugin.toolkit.settings import as_bool, as_list
 
 from . import detect
@@ -72,9 +73,10 @@ def plan(ctx: RestoreContext, options: Options) -> list[Group]:
         ck = str(art.meta.get("checkpoint", ""))
         if options.select and not detect.matches(ck, options.select):
             continue
-        prefix = f"{art.meta['source']}/" if by_source else ""
+        prefix = f"{paths.segment(art.meta['source'], 'checkpoints: source name')}/" if by_source else ""
         name = f"{prefix}{ck}" if ck else prefix.rstrip("/")
-        groups.setdefault(name, Group(name, [])).items.append((art, f"{prefix}{art.meta['key']}"))
+        key = prefix + paths.relative(art.meta["key"], "checkpoints: object key")
+        groups.setdefault(name, Group(name, [])).items.append((art, key))
     if options.select and not groups:
         raise UsageError(f"checkpoints: no checkpoint in backup {ctx.backup_id} matches {list(options.select)}")
     return [groups[n] for n in sorted(groups)]

@@ -45,6 +45,7 @@ def load_zones(ctx: RestoreContext, repoint: Mapping[str, str]) -> dict[str, zon
     out = {}
     for art in ctx.artifacts:
         if art.meta.get("format") == ZONE_FORMAT:
+            zones.file_name(art.meta["zone"])  # a name that cannot be a zone file is refused before any write
             with ctx.open(art.name) as src:
                 out[art.meta["zone"]] = cutover.repoint(zones.parse(src.read(), art.meta["zone"]), repoint)
     return out
@@ -104,7 +105,7 @@ def _restore_zones(
             path, wrote = zones.write_file(s.zone_dir, zone, rrsets)
             r |= {"file": str(path), "changed": wrote}
         elif s.zone_dir:
-            r["file"] = f"would write {s.zone_dir}/{zone.rstrip('.')}.zone"
+            r["file"] = f"would write {s.zone_dir}/{zones.file_name(zone)}"
         if zone in plans:
             plan = plans[zone]
             r |= {"server": s.dns.address if s.dns else None, "replace": len(plan.replace), "delete": len(plan.delete)}

@@ -29,6 +29,7 @@ import dns.update
 import dns.xfr
 
 from drtool.errors import IntegrityError, SourceError, UsageError, WrongKey
+from drtool.plugin.toolkit import paths
 
 from .settings import DnsServer
 from .tsig import Tsig
@@ -169,11 +170,16 @@ def _show(value: tuple[int, tuple[str, ...]]) -> str:
 # --- restore: zone file ---------------------------------------------------------------------------
 
 
+def file_name(zone: str) -> str:
+    """``<zone>.zone``, one plain file name: a zone name comes from the backup (``paths.segment``)."""
+    return paths.segment(f"{zone.rstrip('.')}.zone", "dns-certs: zone file")
+
+
 def write_file(directory: str, zone: str, rrsets: RRsets) -> tuple[Path, bool]:
     """Write ``<dir>/<zone>.zone`` atomically (temp file, fsync, rename); (path, changed)."""
     folder = Path(directory).expanduser()
+    path = paths.under(folder, file_name(zone), "dns-certs: zone file")
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{zone.rstrip('.')}.zone"
     text = zone_text(zone, rrsets)
     if path.exists() and path.read_text() == text:
         return path, False

@@ -24,6 +24,7 @@ from urllib.parse import urlparse
 import requests
 
 from drtool.binaries import etcd_binary
+from drtool.environ import child_env
 from drtool.errors import SourceError, UsageError
 
 DEFAULT_TIMEOUT = 10.0
@@ -250,7 +251,8 @@ class EtcdClient:
             f"--rev={revision}",
         ]
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=self.settings.timeout + 5, check=False)
+            timeout = self.settings.timeout + 5
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, env=child_env())
         except subprocess.TimeoutExpired:
             raise SourceError(f"etcdctl hashkv on {self.endpoint} timed out", UNREACHABLE_HINT) from None
         if done.returncode != 0:

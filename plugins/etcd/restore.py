@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from drtool.binaries import etcd_binary
+from drtool.environ import child_env
 from drtool.errors import IntegrityError, NotFound, SourceError, UsageError
 from drtool.plugin.contract import ArtifactInfo, RestoreContext, RestoreResult
 
@@ -69,6 +70,11 @@ class RestoreSpec:
 
     @classmethod
     def parse(cls, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreSpec:
+        if "etcdutl" in options or "etcdutl" in target:  # a restore option must not choose a program to run
+            raise UsageError(
+                "the etcd restore takes no `etcdutl` option: drtool finds the binary itself",
+                "set DRTOOL_ETCDUTL=/path/to/etcdutl in drtool's environment (docs/etcd.md)",
+            )
         if not target.get("data_dir"):
             raise UsageError("the etcd restore target needs `data_dir`", "a new, empty (or missing) directory")
         data_dir = Path(str(target["data_dir"])).expanduser().absolute()
@@ -174,7 +180,7 @@ def _refuse(spec: RestoreSpec, contents: list[str], marker: Mapping[str, Any] | 
 def _run(argv: list[str], what: str, timeout: float = ETCDUTL_TIMEOUT) -> str:
     """Run an etcd tool; its last stderr line (etcdutl logs JSON there) becomes the one-line error."""
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, env=child_env())
     except subprocess.TimeoutExpired:
         raise SourceError(f"{what} did not finish within {timeout:.0f}s") from None
     if done.returncode != 0:
@@ -308,7 +314,7 @@ def run_restore(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping
     member = spec.member() if spec.start else None
     if member:
         spec = dataclasses.replace(spec, peer_url=member.peer_url, client_url=member.client_url)
-    marker = _restore_data(ctx, spec, info, options)
+    marker = _restore_data(ctx, spec, info)
     summary = f"restored etcd revision {marker['snapshot']['revision']} into {spec.data_dir}"
     if member:
         _start(spec, marker, member)
@@ -316,16 +322,14 @@ def run_restore(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping
     return RestoreResult(True, summary, marker)
 
 
-def _restore_data(
-    ctx: RestoreContext, spec: RestoreSpec, info: ArtifactInfo, options: Mapping[str, Any]
-) -> dict[str, Any]:
+def _restore_data(ctx: RestoreContext, spec: RestoreSpec, info: ArtifactInfo) -> dict[str, Any]:
     workspace = spec.data_dir if spec.data_dir.exists() else spec.data_dir.parent
     workspace.mkdir(parents=True, exist_ok=True)
     _cleanup_scratch(workspace, spec.data_dir)
     _check_space(workspace, info.size)
     tag = f"{SCRATCH_PREFIX}{spec.data_dir.name}-{secrets.token_hex(4)}"
     staged, scratch = workspace / f"{tag}.db", workspace / f"{tag}.restoring"
-    etcdutl = str(options.get("etcdutl") or etcd_binary("etcdutl"))
+    etcdutl = etcd_binary("etcdutl")
     flags, bump = _bump_flags(etcdutl, spec)  # before staging: refuse early when the bump is required
     try:
         db_sha = stage(ctx, staged, info.size)

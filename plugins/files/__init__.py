@@ -17,8 +17,10 @@ from typing import IO, Any
 
 from drtool.errors import SourceError, UsageError
 from drtool.plugin.contract import BackupContext, BasePlugin, Check, Inventory, RestoreContext, RestoreResult
+from drtool.plugin.toolkit import archive, paths
 
 ARTIFACT = "files.tar"
+ARCHIVE = f"files: {ARTIFACT}"
 MARKER = ".drtool-restored"
 IO_BLOCK = 1 << 20  # tar's default 10 KiB records cost a Python call per 10 KiB of a multi-GiB model
 
@@ -111,7 +113,7 @@ class FilesPlugin(BasePlugin):
         staging = Path(tempfile.mkdtemp(prefix=".drtool-staging-", dir=dest.parent))
         try:
             with ctx.open(ARTIFACT) as source, tarfile.open(fileobj=source, mode="r|", bufsize=IO_BLOCK) as tar:  # type: ignore[call-overload]
-                tar.extractall(staging, filter="data")  # refuses absolute paths, '..', and links out of the tree
+                archive.extract_all(tar, staging, ARCHIVE)  # regular files and folders under staging only
             (staging / MARKER).write_text(ctx.backup_id)
             if dest.exists():
                 dest.rmdir()
@@ -128,11 +130,11 @@ class FilesPlugin(BasePlugin):
         differ: list[str] = []
         total = 0
         with ctx.open(ARTIFACT) as source, tarfile.open(fileobj=source, mode="r|", bufsize=IO_BLOCK) as tar:  # type: ignore[call-overload]
-            for member in tar:
+            for member in archive.members(tar, ARCHIVE):
                 if member.isfile():
                     total += 1
                     expected = tar.extractfile(member)
-                    if expected is None or not _same(dest / member.name, expected):
+                    if expected is None or not _same(paths.under(dest, member.name, ARCHIVE), expected):
                         differ.append(member.name)
         detail = f"{total - len(differ)}/{total} equal" + (f"; differ: {differ[:5]}" if differ else "")
         return [Check("files equal to backup", not differ, detail)]

@@ -1,43 +1,53 @@
-"""Running the git CLI through gitpython, with failures turned into one-line drtool errors.
+"""Running the git CLI, with failures turned into one-line drtool errors.
 
 Never prompts (a backup runs unattended) and never carries credentials in argv: remotes authenticate with
 git's own mechanisms (credential helper, SSH agent, ``http.extraHeader`` from the environment), which is
-why ``check_url`` refuses URLs with a password in them.
+why ``check_url`` refuses URLs with a password in them. git runs with drtool's environment minus its
+secrets (``drtool.environ.child_env``), and only over the transports a repository needs: ``ext::`` and
+``fd::`` URLs, which run commands, are refused by git itself (``GIT_ALLOW_PROTOCOL``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from git.cmd import Git
-from git.exc import GitCommandError, GitCommandNotFound
-
+from drtool.environ import child_env
 from drtool.errors import SourceError, UsageError
 
-ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", "LC_ALL": "C"}
+ENV = {
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_ASKPASS": "true",
+    "LC_ALL": "C",
+    "GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh",
+}
 TIMEOUT = 3600.0
+TEXT = {"encoding": "utf-8", "errors": "replace"}  # a ref or path name that is not UTF-8 must not crash
 # refs a restore recreates; everything else (refs/pull/*, refs/remotes/*, refs/keep-around/*,
 # refs/merge-requests/*, refs/changes/*, ...) is host-specific and stays in the bundle only
 PORTABLE = ("refs/heads/", "refs/tags/")
 
 
 def git(*args: str | Path, cwd: Path | None = None, what: str = "git") -> str:
-    """Run ``git args...``; a failure raises SourceError with git's last stderr line."""
+    """Run ``git args...``; its stdout without the final newline. A failure raises SourceError with git's
+    first ``fatal:``/``error:`` line."""
+    argv = ["git", *map(str, args)]
     try:
-        return Git(str(cwd) if cwd else None).execute(
-            ["git", *map(str, args)], env=ENV, kill_after_timeout=TIMEOUT, strip_newline_in_stdout=True
-        )
-    except GitCommandNotFound:
+        done = subprocess.run(argv, cwd=cwd, env=child_env(ENV), capture_output=True, timeout=TIMEOUT, **TEXT)
+    except FileNotFoundError:
         raise SourceError("git is not installed", "apt-get install git") from None
-    except GitCommandError as exc:
-        raise SourceError(f"{what} failed: {_reason(str(exc.stderr or ''))}") from None
+    except subprocess.TimeoutExpired:
+        raise SourceError(f"{what} did not finish within {TIMEOUT:.0f}s") from None
+    if done.returncode != 0:
+        raise SourceError(f"{what} failed: {_reason(done.stderr)}")
+    return done.stdout.removesuffix("\n")
 
 
 def _reason(stderr: str) -> str:
     """git's first ``fatal:``/``error:`` line (the cause; later lines are advice), else its last line."""
-    lines = [ln.strip() for ln in stderr.replace("stderr:", "").strip(" '\n").splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     causes = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
     return (causes or lines or ["unknown error"])[0 if causes else -1]
 

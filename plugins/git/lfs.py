@@ -18,6 +18,7 @@ from pathlib import Path
 
 from drtool.errors import IntegrityError, SourceError
 from drtool.plugin.contract import ArtifactSink, ArtifactSource
+from drtool.plugin.toolkit import archive
 
 from .gitcmd import Ref, git
 
@@ -79,7 +80,7 @@ def extract(src: ArtifactSource, repo: Path) -> int:
     """Unpack objects into ``repo``'s LFS store, refusing anything but objects whose content matches the oid."""
     count = 0
     with tarfile.open(fileobj=src, mode="r|") as tar:  # type: ignore[call-overload]
-        for member in tar:
+        for member in archive.members(tar, "git: LFS archive"):
             match = _OBJECT.match(member.name)
             if not match or not member.isfile():
                 raise IntegrityError(f"unexpected entry {member.name!r} in an LFS archive", "restore another backup")

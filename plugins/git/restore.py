@@ -24,6 +24,7 @@ from typing import Any
 
 from drtool.errors import IntegrityError, NotFound, UsageError
 from drtool.plugin.contract import RestoreContext, RestoreResult
+from drtool.plugin.toolkit import paths
 
 from . import lfs
 from .backup import BLOCK
@@ -35,6 +36,8 @@ SCRATCH_PREFIX = ".drtool-git-"
 
 def repos_of(ctx: RestoreContext, only: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
     repos = dict((ctx.plugin_meta or {}).get("repos") or {})
+    for name in repos:  # a name fills `{name}` in a path or URL: one plain component, never `..` or `a/b`
+        paths.segment(name, "git: repository name")
     unknown = sorted(set(only) - set(repos))
     if unknown:
         raise NotFound(f"backup {ctx.backup_id} has no git repository {', '.join(unknown)}", f"it has {sorted(repos)}")

@@ -18,8 +18,8 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import requests
-import yaml
 
+from drtool import yamlio
 from drtool.errors import IntegrityError, SourceError
 from drtool.plugin.toolkit.oci.registry import CHUNK, OCI_MANIFEST, TIMEOUT, Registry, sha256_digest
 
@@ -49,7 +49,7 @@ def fetch_index(url: str) -> tuple[bytes, dict[str, Any]]:
     data = _get(urljoin(url.rstrip("/") + "/", "index.yaml")).content
     if len(data) > MAX_INDEX:
         raise SourceError(f"chart repository {url}: index.yaml is larger than 64 MiB")
-    parsed = yaml.safe_load(data) or {}
+    parsed = yamlio.loads(data) or {}
     if not isinstance(parsed.get("entries"), dict):
         raise SourceError(f"chart repository {url}: index.yaml has no entries", "is it a Helm chart repository?")
     return data, parsed

@@ -20,11 +20,12 @@ from urllib.parse import urlsplit
 
 from drtool.errors import DrtoolError, SourceError
 from drtool.plugin.contract import Check, Dependency, RestoreContext, RestoreResult
+from drtool.plugin.toolkit import paths
 from drtool.plugin.toolkit.kube.client import APPLY_PATCH, FIELD_MANAGER, ApiError, KubeClient
 from drtool.plugin.toolkit.kube.kubeconfig import load_configuration
 from drtool.plugin.toolkit.kube.settings import Connection
 from drtool.plugin.toolkit.oci.push import check_images, image_from_dict, push_all
-from drtool.plugin.toolkit.oci.registry import Registry
+from drtool.plugin.toolkit.oci.registry import Registry, valid_name, valid_reference
 from drtool.plugin.toolkit.oci.settings import TargetSettings, registry_for
 
 from . import charts as _charts
@@ -43,7 +44,11 @@ def load_releases(ctx: RestoreContext) -> list[dict[str, Any]]:
     if not any(a.name == RELEASES for a in ctx.artifacts):
         return []
     with ctx.open(RELEASES) as src:
-        return [json.loads(line) for line in src.read().splitlines() if line.strip()]
+        secrets = [json.loads(line) for line in src.read().splitlines() if line.strip()]
+    for secret in secrets:  # both go into the API path each Secret is written at
+        paths.segment(secret["metadata"]["namespace"], "helm: release namespace")
+        paths.segment(secret["metadata"]["name"], "helm: release Secret")
+    return secrets
 
 
 def _stream(ctx: RestoreContext, name: str) -> Iterator[bytes]:
@@ -62,6 +67,10 @@ def _chart_repository(prefix: str, name: str) -> str:
 
 def restore_charts(ctx: RestoreContext, settings: TargetSettings, index: dict[str, Any], prefix: str) -> int:
     """Push classic-repository charts as OCI charts, then the OCI charts by digest; returns how many changed."""
+    for repo in index["repositories"]:  # chart names and versions come from the backup: checked before any push
+        for chart in repo["charts"]:
+            valid_name(_chart_repository(prefix, chart["name"]))
+            valid_reference(_charts.oci_tag(str(chart["metadata"].get("version", "latest"))))
     changed = 0
     for repo in index["repositories"]:
         reg = _chart_registry(settings, repo["url"])

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from drtool import yamlio
 from drtool.plugin.contract import Dependency, RestoreContext
 from drtool.plugin.toolkit.kube.references import dependencies as kubernetes_dependencies
 
@@ -32,7 +33,7 @@ def kubeconfig_servers(secret: Obj) -> list[str]:
     if not raw:
         return []
     try:
-        config = yaml.safe_load(base64.b64decode(raw))
+        config = yamlio.loads(base64.b64decode(raw))
     except (binascii.Error, yaml.YAMLError, ValueError):
         return []
     clusters = config.get("clusters") if isinstance(config, dict) else None

@@ -24,6 +24,7 @@ from typing import Any
 
 from drtool.errors import IntegrityError, UsageError
 from drtool.plugin.contract import RestoreContext, RestoreResult
+from drtool.plugin.toolkit import archive, paths
 from drtool.plugin.toolkit.settings import as_bool
 
 from .artifacts import S3Location
@@ -76,7 +77,7 @@ class Restorer:
         self.s3 = target.s3.client()
         self.document = load(ctx)
         self.dest = destinations(self.document, target)
-        self.files = {mv["artifact"]: mv["files"] for m in self.document["models"] for mv in m["versions"]}
+        self.files = {mv["artifact"]: _checked(mv["files"]) for m in self.document["models"] for mv in m["versions"]}
         self.changed: list[str] = []
         self.run_map: dict[str, str] = {}
         self.uploaded = 0
@@ -117,7 +118,7 @@ class Restorer:
             return
         wanted = {f["path"] or "file": f for f in self.files[artifact]}
         with self.ctx.open(artifact) as src, tarfile.open(fileobj=src, mode="r|") as tar:  # type: ignore[call-overload]
-            for member in tar:
+            for member in archive.members(tar, f"model-registry: {artifact}"):
                 listed = wanted.get(member.name)
                 if listed is None or not member.isfile():
                     raise IntegrityError(f"{artifact} holds {member.name!r}, which {REGISTRY} does not list")
@@ -302,6 +303,14 @@ class Restorer:
             f"{len(self.changed)} change(s), {self.uploaded} bytes uploaded"
         )
         return RestoreResult(changed=bool(self.changed), summary=summary, details=details)
+
+
+def _checked(files: list[Obj]) -> list[Obj]:
+    """A version's file list with every path a plain relative key (``""``: the source was one object)."""
+    for f in files:
+        if f["path"]:
+            paths.relative(f["path"], "model-registry: file")
+    return files
 
 
 def _tags(tags: Mapping[str, str]) -> list[Obj]:

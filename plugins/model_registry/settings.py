@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from drtool.errors import UsageError
+from drtool.plugin.toolkit import paths
 from drtool.plugin.toolkit.settings import as_bool, as_list
 
 from .artifacts import S3Settings, split_s3
@@ -56,4 +57,8 @@ class Target:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model)
         if safe != model:  # keep two names that differ only in such characters apart
             safe += "-" + hashlib.sha256(model.encode()).hexdigest()[:8]
-        return "/".join(p for p in (self.artifacts, safe, version, rel) if p)
+        # all three come from the backup: each must be one plain key segment under ``artifacts``
+        parts = [paths.segment(p, f"model-registry: {what}") for p, what in ((safe, "model"), (version, "version"))]
+        if rel:
+            parts.append(paths.segment(rel, "model-registry: artifact folder"))
+        return "/".join([self.artifacts, *parts])

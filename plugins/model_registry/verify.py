@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
-
+from drtool import yamlio
 from drtool.errors import SourceError
 from drtool.plugin.contract import Check, RestoreContext
 
@@ -119,7 +118,7 @@ def _artifacts(target: Target, dest: Mapping[str, str], files: Mapping[str, list
                 continue
             if f["path"].rsplit("/", 1)[-1] == "MLmodel":
                 loadable += 1
-                body = yaml.safe_load(location.open(f["path"]).read(READ))
+                body = yamlio.loads(location.open(f["path"]).read(READ))
                 if not isinstance(body, dict) or not body.get("flavors"):
                     models.append(f"{uri}/{f['path']} has no flavors")
     return [

@@ -23,6 +23,7 @@ from hvac import exceptions as hvac_errors
 
 from drtool.errors import IntegrityError, SourceError
 from drtool.plugin.contract import ArtifactSink, ArtifactSource
+from drtool.plugin.toolkit import paths
 
 from .client import call
 
@@ -140,7 +141,15 @@ def read_export(src: ArtifactSource) -> tuple[dict[str, Any], Iterator[dict[str,
         header = json.loads(next(lines))
     except (StopIteration, ValueError):
         raise IntegrityError("a KV export in this backup has no header") from None
-    return header, (json.loads(line) for line in lines)
+    paths.relative(header.get("mount"), "vault: KV mount")
+    return header, (_checked(json.loads(line)) for line in lines)
+
+
+def _checked(secret: dict[str, Any]) -> dict[str, Any]:
+    """A secret whose path stays inside its mount: hvac puts it into the URL, and ``..`` there would reach
+    another mount or a ``sys/`` endpoint with the restore's token."""
+    paths.relative(secret.get("path"), "vault: KV path")
+    return secret
 
 
 def _lines(src: ArtifactSource) -> Iterator[bytes]:

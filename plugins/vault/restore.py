@@ -17,8 +17,9 @@ from typing import Any
 
 import hvac
 
-from drtool.errors import NotFound, SourceError, UsageError
+from drtool.errors import IntegrityError, NotFound, SourceError, UsageError
 from drtool.plugin.contract import RestoreContext, RestoreResult
+from drtool.plugin.toolkit import paths
 from drtool.plugin.toolkit.settings import as_bool
 
 from . import kv as _kv
@@ -67,7 +68,8 @@ def load_escrow(ctx: RestoreContext) -> Escrow:
 
 def exports(ctx: RestoreContext, mounts: tuple[str, ...] = ()) -> dict[str, str]:
     """mount -> artifact name of the KV exports to restore."""
-    found = {a.meta["mount"]: a.name for a in ctx.artifacts if a.name.startswith(_kv.PREFIX)}
+    kv = [a for a in ctx.artifacts if a.name.startswith(_kv.PREFIX)]
+    found = {paths.relative(a.meta["mount"], "vault: KV mount"): a.name for a in kv}
     missing = sorted(set(mounts) - set(found))
     if missing:
         raise NotFound(f"backup {ctx.backup_id} has no KV export of {', '.join(missing)}", f"it has {sorted(found)}")
@@ -122,7 +124,9 @@ def _plan(ctx: RestoreContext, client: hvac.Client, mount: str, name: str, exist
         return secret["path"], "updated" if existing == "update" else "skipped"
 
     with ctx.open(name) as src:
-        _header, secrets = _kv.read_export(src)
+        header, secrets = _kv.read_export(src)
+        if header["mount"] != mount:  # the second pass enables the header's mount and writes into this one
+            raise IntegrityError(f"the KV export {name} says it holds mount {header['mount']!r}, not {mount!r}")
         return dict(_kv.ordered_map(action, secrets))
 
 

@@ -12,6 +12,7 @@ import socket
 import subprocess
 from pathlib import Path
 
+from drtool.environ import child_env
 from drtool.lab import process
 from drtool.lab.components.base import Component
 from drtool.lab.provision import Provision, debian
@@ -74,9 +75,11 @@ class GitServer(Component):
         """An empty bare repository ``<name>.git`` served by this daemon; returns its URL."""
         path = self.base / f"{name}.git"
         if not path.exists():
-            subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(path)], check=True, timeout=30)
+            env = child_env()
+            subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(path)], check=True, timeout=30, env=env)
             # accept the restore's forced updates and deletions of refs like a hosted server does
-            subprocess.run(["git", "-C", str(path), "config", "receive.denyNonFastForwards", "false"], check=True)
+            config = ["git", "-C", str(path), "config", "receive.denyNonFastForwards", "false"]
+            subprocess.run(config, check=True, timeout=30, env=env)
         return self.repo_url(name)
 
     def env(self) -> dict[str, str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +79,8 @@ class OpenBaoServer(Component):
     def start(self, timeout: float = 60.0) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         argv = [bao_binary(), "server", f"-config={self.write_config()}"]
-        # a parent's VAULT_*/BAO_* variables must not reconfigure the server
-        env = {k: "" for k in os.environ if k.startswith(("VAULT_", "BAO_"))}
-        self.pid = process.spawn(argv, self.log_path, env=env)
+        # a parent's VAULT_*/BAO_* variables never reach it (drtool.environ.child_env): they would reconfigure it
+        self.pid = process.spawn(argv, self.log_path)
         process.wait_until(lambda: health(self.address) is not None, timeout, f"openbao {self.name}", self.log_path)
         if self.initialize:
             self._init_and_unseal(timeout)

@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from drtool.environ import child_env
 from drtool.errors import SourceError, UsageError
 from drtool.lab import process
 from drtool.lab.components.base import Component
@@ -115,7 +116,7 @@ class PostgresServer(Component):
     def _run_as(self, owner: pwd.struct_passwd | None, argv: list[str], what: str) -> None:
         """Run a server-side program (initdb) to completion, as ``owner`` when given."""
         drop = {} if owner is None else {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
-        env = {**os.environ, **({} if owner is None else {"HOME": owner.pw_dir})}
+        env = child_env({} if owner is None else {"HOME": owner.pw_dir})
         result = subprocess.run(
             argv, cwd=self.run_dir, env=env, capture_output=True, text=True, timeout=300, check=False, **drop
         )
@@ -207,7 +208,7 @@ class PostgresServer(Component):
             "-t",
             "2",
         ]
-        return subprocess.run(argv, capture_output=True, timeout=10, check=False).returncode == 0
+        return subprocess.run(argv, capture_output=True, timeout=10, check=False, env=child_env()).returncode == 0
 
     def url(self, dbname: str | None = None) -> str:
         """A SQLAlchemy URL for ``dbname`` (default: the database named like the user)."""
@@ -218,7 +219,7 @@ class PostgresServer(Component):
         if not _DB_NAME.match(name):
             raise UsageError(f"invalid database name {name!r}", "use lowercase letters, digits and underscores")
         argv = [str(postgres_bin_dir() / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.db_user, name]
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False, env=child_env())
         if result.returncode != 0:
             raise SourceError(
                 f"creating database {name} in postgres {self.name} failed: {result.stderr.strip() or result.returncode}"

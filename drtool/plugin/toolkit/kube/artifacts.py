@@ -16,6 +16,7 @@ from typing import Any
 from drtool.errors import IntegrityError
 from drtool.plugin.contract import RestoreContext
 
+from .. import paths
 from .discovery import CRDS, ResourceType
 
 FORMAT = "ndjson-objects-v1"
@@ -27,8 +28,21 @@ def types_in(ctx: RestoreContext) -> list[ResourceType]:
     for art in ctx.artifacts:
         if art.meta.get("format") != FORMAT:
             raise IntegrityError(f"artifact {art.name} has unknown format {art.meta.get('format')!r}")
-        out.append(ResourceType.from_meta(dict(art.meta)))
+        t = ResourceType.from_meta(dict(art.meta))
+        for part, what in ((t.group or "core", "API group"), (t.version, "API version"), (t.resource, "resource")):
+            paths.segment(part, f"kubernetes: {what} of {art.name}")
+        out.append(t)
     return out
+
+
+def checked(rec: dict[str, Any], t: ResourceType) -> dict[str, Any]:
+    """A record whose object's namespace and name are each one API path segment: they are put into the URL
+    the object is applied at, where ``..`` or a '/' would address another resource or a subresource."""
+    meta = rec["object"]["metadata"]
+    if meta.get("namespace") is not None:
+        paths.segment(meta["namespace"], f"{t.key} namespace")
+    paths.segment(meta.get("name"), f"{t.key} name")
+    return rec
 
 
 def records(ctx: RestoreContext, t: ResourceType) -> Iterator[dict[str, Any]]:
@@ -40,9 +54,9 @@ def records(ctx: RestoreContext, t: ResourceType) -> Iterator[dict[str, Any]]:
             rest = lines.pop()
             for line in lines:
                 if line:
-                    yield json.loads(line)
+                    yield checked(json.loads(line), t)
         if rest.strip():
-            yield json.loads(rest)
+            yield checked(json.loads(rest), t)
 
 
 @dataclasses.dataclass

@@ -23,6 +23,7 @@ import urllib3
 
 from drtool.errors import SourceError
 
+from .. import paths
 from .kubeconfig import load_configuration, proxy_url, ssl_context
 from .settings import Connection
 
@@ -110,6 +111,7 @@ class KubeClient:
         so throttling (429, with the server's Retry-After), an overloaded server (5xx) and a dropped
         connection are retried a few times.
         """
+        paths.url_path(path, "Kubernetes API path")  # object names come from backups: no `..` to another resource
         headers = {"Accept": accept, **self._auth_headers()}
         if body is not None:
             headers["Content-Type"] = content_type

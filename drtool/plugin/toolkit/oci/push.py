@@ -21,7 +21,7 @@ from drtool.errors import DrtoolError
 from drtool.plugin.contract import Check, RestoreContext
 
 from .pull import Image, blob_artifact, manifest_artifact
-from .registry import Registry
+from .registry import Registry, valid_name, valid_reference
 from .settings import TargetSettings, registry_for
 
 
@@ -116,8 +116,11 @@ def push_all(ctx: RestoreContext, settings: TargetSettings, images: list[Image])
     """Push ``images``: every image has a target before anything is pushed, and every blob of every image is
     uploaded (and its digest checked by the registry) before the first manifest, so a backup damaged anywhere
     leaves no image visible, only unreferenced blobs."""
-    for img in images:
+    for img in images:  # names from the backup, all checked before the first byte moves
         settings.host_for(img.host)
+        valid_name(img.repository)
+        for reference in [*img.tags, *img.tags.values(), *(d for d, _ in img.manifests), *img.blobs]:
+            valid_reference(reference)
     pusher = Pusher(ctx, settings)
     progress = ctx.progress("images", 2 * len(images))
     with ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="drtool-images") as pool:

@@ -70,6 +70,31 @@ def _repository(url: str) -> str:
     return found.group(1) if found else ""
 
 
+# the distribution spec's grammar: a name never holds '..' or an empty segment, a reference never a '/'
+_NAME = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*")
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+_DIGEST = re.compile(r"[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[A-Za-z0-9=_-]+")
+_NAME_HINT = "names and references come from backups and workloads; a forged backup can carry any text"
+
+
+def valid_name(repo: str) -> str:
+    if not isinstance(repo, str) or len(repo) > 255 or not _NAME.fullmatch(repo):
+        raise IntegrityError(f"{repo!r} is not an OCI repository name: refused", _NAME_HINT)
+    return repo
+
+
+def valid_digest(digest: str) -> str:
+    if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+        raise IntegrityError(f"{digest!r} is not an OCI digest: refused", _NAME_HINT)
+    return digest
+
+
+def valid_reference(reference: str) -> str:
+    if isinstance(reference, str) and _TAG.fullmatch(reference):
+        return reference
+    return valid_digest(reference)
+
+
 class Registry:
     """One registry host; thread-safe (one ``requests.Session`` per thread, a lock around the token cache)."""
 
@@ -158,11 +183,18 @@ class Registry:
             raise SourceError(f"registry {self.host}: {method} {url.split('?')[0]}: {resp.status_code} {body}", hint)
         return resp
 
+    @staticmethod
+    def _v2(repo: str, kind: str, reference: str = "") -> str:
+        """``/v2/<repo>/<kind>/<reference>``, each part checked against the distribution grammar first: HTTP
+        clients normalize ``..`` away, so ``a/../../x`` would reach another endpoint with this registry's
+        credentials."""
+        return f"/v2/{valid_name(repo)}/{kind}" + (f"/{valid_reference(reference)}" if reference else "")
+
     # --- reading -------------------------------------------------------------------------------------
 
     def manifest(self, repo: str, reference: str) -> tuple[bytes, str, str]:
         """(raw bytes, media type, digest) of a manifest; a by-digest read is checked against the digest."""
-        resp = self._call("GET", f"/v2/{repo}/manifests/{reference}", (200,), headers={"Accept": ACCEPT})
+        resp = self._call("GET", self._v2(repo, "manifests", reference), (200,), headers={"Accept": ACCEPT})
         data = resp.content[: MAX_MANIFEST + 1]
         if len(data) > MAX_MANIFEST:
             raise SourceError(f"registry {self.host}: manifest {repo}@{reference} is larger than 4 MiB")
@@ -181,7 +213,7 @@ class Registry:
 
     def blob(self, repo: str, digest: str) -> Iterator[bytes]:
         """The blob's bytes in chunks; the whole is checked against ``digest`` at the end (IntegrityError)."""
-        resp = self._call("GET", f"/v2/{repo}/blobs/{digest}", (200,), stream=True)
+        resp = self._call("GET", self._v2(repo, "blobs", digest), (200,), stream=True)
         h = hashlib.sha256()
         with resp:
             for chunk in resp.iter_content(CHUNK):
@@ -193,7 +225,7 @@ class Registry:
     def referrers(self, repo: str, digest: str) -> list[dict[str, Any]]:
         """Descriptors of the manifests whose ``subject`` is ``digest``: the referrers API, else the tag schema."""
         try:
-            resp = self._call("GET", f"/v2/{repo}/referrers/{digest}", (200,), headers={"Accept": OCI_INDEX})
+            resp = self._call("GET", self._v2(repo, "referrers", digest), (200,), headers={"Accept": OCI_INDEX})
             if resp.headers.get("Content-Type", "").startswith(OCI_INDEX):
                 return list(resp.json().get("manifests") or [])
         except NotFound:
@@ -206,14 +238,14 @@ class Registry:
 
     def has_blob(self, repo: str, digest: str) -> bool:
         try:
-            self._call("HEAD", f"/v2/{repo}/blobs/{digest}", (200,))
+            self._call("HEAD", self._v2(repo, "blobs", digest), (200,))
         except NotFound:
             return False
         return True
 
     def has_manifest(self, repo: str, reference: str) -> bool:
         try:
-            self._call("HEAD", f"/v2/{repo}/manifests/{reference}", (200,), headers={"Accept": ACCEPT})
+            self._call("HEAD", self._v2(repo, "manifests", reference), (200,), headers={"Accept": ACCEPT})
         except NotFound:
             return False
         return True
@@ -222,7 +254,8 @@ class Registry:
 
     def mount_blob(self, repo: str, digest: str, from_repo: str) -> bool:
         """Cross-repository mount: no bytes move. False when the registry opened an upload instead."""
-        resp = self._call("POST", f"/v2/{repo}/blobs/uploads/?mount={digest}&from={from_repo}", (201, 202))
+        query = f"?mount={valid_digest(digest)}&from={valid_name(from_repo)}"
+        resp = self._call("POST", self._v2(repo, "blobs/uploads/") + query, (201, 202))
         if resp.status_code == 201:
             return True
         self._call("DELETE", resp.headers["Location"], (204, 404))  # the upload it opened instead
@@ -233,11 +266,12 @@ class Registry:
 
         The registry checks the digest before the blob becomes visible, so a broken stream leaves nothing
         behind but an unfinished upload, which the registry discards."""
-        location = self._call("POST", f"/v2/{repo}/blobs/uploads/", (202,)).headers["Location"]
+        location = self._call("POST", self._v2(repo, "blobs/uploads/"), (202,)).headers["Location"]
         headers = {"Content-Type": "application/octet-stream"}
         location = self._call("PATCH", location, (202,), data=iter(chunks), headers=headers).headers["Location"]
         sep = "&" if "?" in location else "?"
-        self._call("PUT", f"{location}{sep}digest={digest}", (201,), headers={"Content-Length": "0"})
+        self._call("PUT", f"{location}{sep}digest={valid_digest(digest)}", (201,), headers={"Content-Length": "0"})
 
     def put_manifest(self, repo: str, reference: str, data: bytes, media_type: str) -> None:
-        self._call("PUT", f"/v2/{repo}/manifests/{reference}", (201,), data=data, headers={"Content-Type": media_type})
+        headers = {"Content-Type": media_type}
+        self._call("PUT", self._v2(repo, "manifests", reference), (201,), data=data, headers=headers)
