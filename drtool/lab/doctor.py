@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 
+from drtool.environ import child_env
 from drtool.errors import SourceError
 from drtool.lab.components import KINDS
 from drtool.lab.gorun import go_executable
@@ -28,7 +29,8 @@ def go_toolchain() -> Provision:
         go = go_executable()
     except SourceError:
         return Provision("go", "go.dev", "Go 1.26 or newer (https://go.dev/dl)", "not installed", None)
-    out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=False).stdout.strip()
+    result = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=False, env=child_env())
+    out = result.stdout.strip()
     return Provision("go", "go.dev", "Go 1.26 or newer (https://go.dev/dl)", out or "unknown", go)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
+from drtool.environ import child_env
 from drtool.errors import DrtoolError
 
 
@@ -77,5 +78,7 @@ def _dpkg_version(package: str) -> str:
     dpkg = shutil.which("dpkg-query")
     if not dpkg:
         return "unknown"
-    result = subprocess.run([dpkg, "-W", "-f=${Version}", package], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [dpkg, "-W", "-f=${Version}", package], capture_output=True, text=True, check=False, env=child_env()
+    )
     return result.stdout.strip() or "unknown"
