@@ -8,9 +8,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from drtool.errors import NotFound, SourceError
-from drtool.plugin.contract import Check, Dependency, Plugin, RestoreResult
+from drtool.plugin.contract import Check, Dependency, Plugin, Point, RestoreResult
 from drtool.progress import Progress
+from drtool.repo.chains import PointPlan, chains_for, plan_point
 from drtool.repo.repository import Repository
+from drtool.repo.restore_context import PluginRestoreContext
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,24 @@ def restore_dependencies(
     return core + list(plugin.dependencies(ctx, target))
 
 
+def point_context(
+    repo: Repository, backup_ref: str, plugin: Plugin, at: str | int, progress: Progress | None = None
+) -> PluginRestoreContext:
+    """The context of a point-in-time restore (``--at``): the chain's full to start from, with the deltas
+    to replay up to the point (refused, naming the missing revisions, when the chain has a gap)."""
+    return plan_context(repo, plan_point(chains_for(repo, plugin.name, backup_ref), Point.parse(at)), plugin, progress)
+
+
+def plan_context(
+    repo: Repository, plan: PointPlan, plugin: Plugin, progress: Progress | None = None
+) -> PluginRestoreContext:
+    ctx = repo.restore_context(plan.base.backup_id, plugin.name, progress=progress)
+    ctx.deltas = [repo.restore_context(d.backup_id, plugin.name, progress=progress) for d in plan.deltas]
+    ctx.point = plan.point
+    log.debug("restore: point %s from %s + %d delta(s)", plan.point.describe(), ctx.backup_id, len(ctx.deltas))
+    return ctx
+
+
 def run_restore(
     repo: Repository,
     backup_ref: str,
@@ -64,7 +84,13 @@ def run_restore(
     verify: bool = True,
     progress: Progress | None = None,
 ) -> RestoreOutcome:
-    ctx = repo.restore_context(backup_ref, plugin.name, progress=progress)
+    """Restore ``plugin``'s artifacts of a backup; with ``options["at"]`` (a revision, a time or ``latest``),
+    the state at that point of a delta chain (docs/store-format.md, "Delta chains")."""
+    at = (options or {}).get("at")
+    if at is not None:
+        ctx = point_context(repo, backup_ref, plugin, at, progress)
+    else:
+        ctx = repo.restore_context(backup_ref, plugin.name, progress=progress)
     if not ctx.artifacts:
         outcome = ctx.outcome
         if outcome is not None and outcome.status == "failed":

@@ -216,9 +216,15 @@ def restore(
         str | None, typer.Option("--resume", help="Resume a failed plan run from its failed steps.")
     ] = None,
     values: Annotated[Path | None, typer.Option("--values", help="Variables for the plan (YAML).")] = None,
+    at: Annotated[
+        str | None,
+        typer.Option("--at", help="Point in time of a delta chain: a revision, a time (UTC) or 'latest'."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Restore a backup into a target. Example: drtool restore latest -p etcd -t data_dir=/var/lib/etcd-2
+
+    Point in time (chains written by `drtool follow`): drtool restore latest -p etcd --at 2026-12-01T14:05:00Z
 
     With a plan: drtool restore --plan restore-plans/full-cluster-rebuild.yaml [--dry-run]"""
     if plan or resume:
@@ -232,6 +238,8 @@ def restore(
         options = parse_pairs(option, "option")
         if dry_run:
             options["dry_run"] = True
+        if at is not None:
+            options["at"] = at
         if namespace_map:
             parse_pairs(namespace_map, "namespace-map")  # each must be A=B
             options["namespace_map"] = ",".join(namespace_map)

@@ -25,12 +25,11 @@ def resolve_backup(repo: Repository, source: Source, override: str | None = None
     before = ref.latest_before if isinstance(ref, LatestBefore) else None
     if before is not None and before.tzinfo is None:
         before = before.replace(tzinfo=dt.UTC)
-    for backup_id in reversed(repo.backup_ids()):
-        if before is not None and backup_time(backup_id) >= before:
-            continue
-        if source.backup_set and repo.get_manifest(backup_id).backup_set != source.backup_set:
-            continue
-        return backup_id
+    candidates = [i for i in repo.backup_ids() if before is None or backup_time(i) < before]
+    for manifest in repo.manifests_newest_first(candidates):
+        if manifest.is_delta or (source.backup_set and manifest.backup_set != source.backup_set):
+            continue  # a delta is restored through its chain's full (`--at`), never alone
+        return manifest.id
     wanted = " ".join(
         part
         for part in (

@@ -4,7 +4,8 @@ A plugin knows one kind of source (etcd, the Kubernetes API, MLflow, ...). It ne
 it writes named artifacts through ``BackupContext.artifact`` and reads them back through
 ``RestoreContext.open``, both streaming, so no artifact is ever held whole in memory or on temp disk.
 
-Contract version 1 (``previous_artifacts``, ``reuse`` and ``discard`` were added compatibly).
+Contract version 1 (``previous_artifacts``, ``reuse`` and ``discard``, and the optional continuous-backup
+pieces ``RestoreContext.deltas``/``point`` and the ``Follower`` hooks, were added compatibly).
 Rules every plugin keeps (checked by tests/test_plugin_contract.py):
 - ``backup`` raises ``drtool.errors.SourceError`` (one line, with a hint) when its source fails; the core
   then marks the backup partial and keeps the other plugins' artifacts.
@@ -18,14 +19,60 @@ Rules every plugin keeps (checked by tests/test_plugin_contract.py):
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from drtool.errors import UsageError
 
 if TYPE_CHECKING:
     from drtool.lab.lab import Lab
 
 CONTRACT_VERSION = 1
+LATEST = "latest"
+
+
+def parse_time(text: str) -> dt.datetime:
+    moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """Where to restore to: a log position (etcd revision), a time, or the newest point the store holds."""
+
+    position: int | None = None
+    time: dt.datetime | None = None
+
+    @property
+    def latest(self) -> bool:
+        return self.position is None and self.time is None
+
+    @classmethod
+    def parse(cls, text: str | int) -> Point:
+        """``latest``, an integer (a position: an etcd revision), or an RFC 3339 / ISO 8601 time (UTC if
+        no offset is given)."""
+        raw = str(text).strip()
+        if raw == LATEST:
+            return cls()
+        if raw.isdigit():
+            return cls(position=int(raw))
+        try:
+            return cls(time=parse_time(raw))
+        except ValueError:
+            raise UsageError(
+                f"--at {raw!r} is neither a revision, a time nor 'latest'",
+                "for example --at 18342, --at 2026-12-01T14:05:00Z or --at latest",
+            ) from None
+
+    def describe(self) -> str:
+        if self.position is not None:
+            return f"revision {self.position}"
+        return f"{self.time:%Y-%m-%dT%H:%M:%SZ}" if self.time else LATEST
+
+    def to_json(self) -> dict[str, object]:
+        return {"position": self.position, "time": f"{self.time:%Y-%m-%dT%H:%M:%S.%fZ}" if self.time else None}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +182,11 @@ class RestoreContext(Protocol):
 
     def progress(self, description: str, total: int | None = None) -> Any: ...
 
+    # A point-in-time restore (``--at``) of a delta chain (docs/store-format.md, "Delta chains") sets these on
+    # the context of the full backup it starts from; a plain restore leaves them empty / None.
+    # deltas: list[RestoreContext]   -- the chain's deltas to replay, in order, each with its own artifacts
+    # point: Point | None            -- the point asked for
+
 
 @runtime_checkable
 class Plugin(Protocol):
@@ -155,6 +207,56 @@ class Plugin(Protocol):
         ...
 
     def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]: ...
+
+
+class FollowContext(Protocol):
+    """What the core gives a plugin's ``follow`` hook: where the chain stands and how to add links to it.
+
+    Each link is an ordinary backup (manifest written last), so a follower killed at any moment leaves the
+    chain at its last durable link; ``tip`` tells the next run where to continue.
+    """
+
+    backup_set: str
+    options: Mapping[str, Any]
+
+    def stopping(self) -> bool:
+        """True once SIGTERM/SIGINT arrived: write what is buffered and return."""
+        ...
+
+    def tip(self) -> Any:
+        """The newest link (``drtool.repo.chains.Link``) of this plugin's chains in the set, with ``meta``
+        (what the plugin returned for it), or None."""
+        ...
+
+    def write_full(self, write: Any) -> Any:
+        """Start a new chain: ``write(ctx: BackupContext) -> (meta, Span)`` writes a full backup."""
+        ...
+
+    def write_delta(self, after: Any, write: Any) -> Any:
+        """Add the link after ``after``: ``write(ctx) -> (meta, Span)`` writes the delta's artifacts."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Span:
+    """The positions (etcd revisions) and source times a chain link holds; ``first`` is None for a full."""
+
+    first: int | None
+    last: int
+    first_time: str | None
+    last_time: str
+
+
+class Follower(Protocol):
+    """Optional plugin hooks for continuous backup (``drtool follow`` and ``drtool compact``)."""
+
+    def follow(self, source: Mapping[str, Any], ctx: FollowContext) -> None:
+        """Back up continuously until ``ctx.stopping()``: a full, then deltas (docs/etcd.md)."""
+        ...
+
+    def fold(self, ctx: RestoreContext, out: BackupContext, options: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Write into ``out`` a full backup equal to ``ctx`` (a full) with ``ctx.deltas`` replayed; return its meta."""
+        ...
 
 
 @runtime_checkable

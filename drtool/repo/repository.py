@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import zstandard
@@ -191,18 +192,28 @@ class Repository:
         return manifest
 
     def resolve(self, ref: str) -> str:
-        """A backup id from an id, a unique id prefix, or ``latest``."""
+        """A backup id from an id, a unique id prefix, or ``latest`` (the newest full backup: a delta of a
+        chain cannot be restored on its own)."""
         ids = self.backup_ids()
         if ref == "latest":
-            if not ids:
+            newest = next((m.id for m in self.manifests_newest_first(ids) if not m.is_delta), None)
+            if newest is None:
                 raise NotFound(f"store {self.backend.url} holds no backups yet", "run `drtool backup` first")
-            return ids[-1]
+            return newest
         matches = [i for i in ids if i.startswith(ref)]
         if len(matches) == 1:
             return matches[0]
         if not matches:
             raise NotFound(f"backup {ref} not found in store {self.backend.url}", "see `drtool list`")
         raise UsageError(f"{ref!r} matches {len(matches)} backups", "give more of the id")
+
+    def manifests_newest_first(self, ids: list[str], batch: int = 32) -> Iterator[Manifest]:
+        """Manifests of ``ids`` from the newest, read ``batch`` at a time in parallel (a follower's deltas
+        can make the newest full backup hundreds of manifests old)."""
+        with ThreadPoolExecutor(max_workers=min(batch, 16)) as pool:
+            ordered = ids[::-1]
+            for start in range(0, len(ordered), batch):
+                yield from pool.map(self.get_manifest, ordered[start : start + batch])
 
     def delete_manifest(self, backup_id: str) -> None:
         self.backend.delete(layout.manifest(backup_id))

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from drtool.errors import IntegrityError, NotFound
-from drtool.plugin.contract import ArtifactInfo
+from drtool.plugin.contract import ArtifactInfo, Point
 from drtool.progress import NullProgress, Progress
 from drtool.repo.manifest import Manifest
 from drtool.repo.reader import ArtifactReader
@@ -37,6 +37,9 @@ class PluginRestoreContext:
         self.outcome = manifest.plugins.get(plugin)
         self._progress = progress or NullProgress()
         self._workers = workers
+        # set by a point-in-time restore of a delta chain (drtool/restore.py): the deltas to replay, in order
+        self.deltas: list[PluginRestoreContext] = []
+        self.point: Point | None = None
 
     @property
     def plugin_meta(self) -> dict[str, Any]:
@@ -61,14 +64,16 @@ class PluginRestoreContext:
         return self._progress.task(f"{self.plugin}: {description}", total)
 
     def preflight(self) -> None:
-        """Before a restore touches its target: every chunk of this plugin's artifacts is in the store."""
-        ids = {cid for entry in self._entries.values() for cid, _ in entry.chunks}
+        """Before a restore touches its target: every chunk of this plugin's artifacts is in the store,
+        and of the deltas a point-in-time restore will replay."""
+        needed = {cid: c.backup_id for c in (self, *self.deltas) for e in c._entries.values() for cid, _ in e.chunks}
         with ThreadPoolExecutor(max_workers=self._workers) as pool:
-            futures = {pool.submit(self.repo.has_chunk, cid): cid for cid in ids}
+            futures = {pool.submit(self.repo.has_chunk, cid): cid for cid in needed}
             missing = [futures[f] for f in as_completed(futures) if not f.result()]
         if missing:
+            where = sorted({needed[cid] for cid in missing})
             raise IntegrityError(
-                f"backup {self.backup_id} is missing {len(missing)} chunk(s) of plugin {self.plugin}; "
+                f"backup {', '.join(where[:3])} is missing {len(missing)} chunk(s) of plugin {self.plugin}; "
                 "nothing was restored",
                 "restore an older backup, and run `drtool check` to see the damage",
             )

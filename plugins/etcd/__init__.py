@@ -19,6 +19,9 @@ key with the source at the snapshot revision).
 Restore options: ``bump_revision`` (default 1000000000; 0 disables), ``require_bump_revision`` (fail
 when etcdutl cannot bump), ``etcdutl`` (path; or DRTOOL_ETCDUTL). Why the bump matters for Kubernetes:
 see ``restore.py``.
+
+Continuous backup (docs/etcd.md): ``follow`` writes a full and then deltas of the watch stream (follow.py);
+a restore with ``--at`` replays them to a revision or time (pitr.py, replay.py); ``fold`` is `drtool compact`.
 """
 
 from __future__ import annotations
@@ -26,9 +29,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from drtool.plugin.contract import BackupContext, Check, Dependency, Inventory, RestoreContext, RestoreResult
+from drtool.plugin.contract import (
+    BackupContext,
+    Check,
+    Dependency,
+    FollowContext,
+    Inventory,
+    RestoreContext,
+    RestoreResult,
+)
 
 from . import backup as _backup
+from . import follow as _follow
+from . import pitr as _pitr
 from . import restore as _restore
 from . import verify as _verify
 from .client import EtcdSettings
@@ -51,6 +64,8 @@ class EtcdPlugin:
         return _backup.backup(source, ctx)
 
     def restore(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
+        if _pitr.is_point_restore(ctx):
+            return _pitr.run_point_restore(ctx, target, options)
         return _restore.run_restore(ctx, target, options)
 
     def verify(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
@@ -58,6 +73,14 @@ class EtcdPlugin:
 
     def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
         return dependencies(ctx, target)
+
+    # --- optional continuous-backup hooks (drtool.plugin.contract.Follower) ---
+
+    def follow(self, source: Mapping[str, Any], ctx: FollowContext) -> None:
+        _follow.follow(source, ctx)
+
+    def fold(self, ctx: RestoreContext, out: BackupContext, options: Mapping[str, Any]) -> Mapping[str, Any]:
+        return _pitr.fold(ctx, out, options)
 
 
 def dependencies(ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
