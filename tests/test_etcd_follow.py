@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import itertools
 import os
+import signal
+import subprocess
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -18,15 +21,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from drtool_plugins.etcd import EtcdPlugin
 
+from drtool.backends.local import LocalBackend
+from drtool.crypto.credentials import Credentials
 from drtool.errors import DrtoolError, IntegrityError
 from drtool.follow import FollowSession, run_follow
 from drtool.lab.components.etcd import EtcdServer
 from drtool.lab.etcd_seed import gateway, settings_of
-from drtool.repo.chains import ChainGap
+from drtool.repo.chains import ChainGap, read_links
 from drtool.repo.repository import Repository
 from drtool.restore import run_restore
+from tests.fixtures.core import PASSPHRASE, Cli
 from tests.fixtures.etcd import etcdctl_dump
 
 plugin = EtcdPlugin()
@@ -73,7 +80,7 @@ class InProcessFollower:
     def _run(self, repo: Repository, source: Mapping[str, Any]) -> None:
         try:
             run_follow(repo, plugin, source, self.session)
-        except BaseException as exc:  # noqa: BLE001 -- surfaced by stop()
+        except BaseException as exc:
             self.error = exc
 
     def wait_for(self, predicate: Any, timeout: float = 30.0) -> None:
@@ -109,10 +116,11 @@ def follower(repo: Repository, etcd_scratch: EtcdServer) -> Iterator[Any]:
 
 
 @pytest.fixture
-def restore_at(repo: Repository, tmp_path: Path, lab_root: Path, stop_restored: list[Any]) -> Any:
+def restore_at_repo(tmp_path: Path, lab_root: Path, stop_restored: list[Any]) -> Any:
+    """Restore ``repo`` at a point into a new started member; with ``source``, verify compares every key."""
     counter = iter(range(100))
 
-    def restore(at: Any, source: EtcdServer | None = None, **options: Any) -> Any:
+    def restore(repo: Repository, at: Any, source: EtcdServer | None = None, **options: Any) -> Any:
         n = next(counter)
         target: dict[str, Any] = {
             "data_dir": str(tmp_path / f"pitr-{n}" / "data"),
@@ -127,6 +135,11 @@ def restore_at(repo: Repository, tmp_path: Path, lab_root: Path, stop_restored: 
         return outcome
 
     return restore
+
+
+@pytest.fixture
+def restore_at(repo: Repository, restore_at_repo: Any) -> Any:
+    return lambda at, source=None, **options: restore_at_repo(repo, at, source, **options)
 
 
 def test_pitr_to_a_revision_in_the_middle_of_a_transaction_burst(
@@ -184,3 +197,188 @@ def test_errors_are_typed(restore_at: Any) -> None:
     with pytest.raises(DrtoolError):
         restore_at("not a time")
     assert issubclass(ChainGap, IntegrityError)
+
+
+# --- a follower process, killed and signalled ------------------------------------------------------
+
+
+class Load:
+    """A steady writer in a thread: puts (some with a lease), overwrites and deletes, until stopped.
+
+    A write that fails while etcd is down is retried, so the source's history is whatever etcd accepted.
+    """
+
+    def __init__(self, settings: Mapping[str, Any], rate: float = 100.0) -> None:
+        self.settings, self.rate = settings, rate
+        self.stop_event = threading.Event()
+        self.written = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        i = 0
+        while not self.stop_event.wait(1 / self.rate):
+            with contextlib.suppress(Exception):
+                if i % 10 == 9:
+                    delete(self.settings, f"/load/{i - 5}")
+                else:
+                    put(self.settings, f"/load/{i % 400}", os.urandom(256))
+                self.written += 1
+                i += 1
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join()
+
+
+def configure(cli: Cli, tmp_path: Path, source: Mapping[str, Any]) -> Repository:
+    config = cli.home / ".config/drtool/config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(yaml.safe_dump({"store": str(tmp_path / "store"), "sources": {"etcd": dict(source)}}))
+    cli("init", "--store", str(tmp_path / "store"), check=True)
+    return Repository.open(LocalBackend(tmp_path / "store"), Credentials(passphrase=PASSPHRASE))
+
+
+def chain_tip(repo: Repository) -> Any:
+    tip = FollowSession(repo, "etcd", "follow").tip()
+    return tip.link if tip else None
+
+
+def wait_tip(repo: Repository, predicate: Any, timeout: float = 40.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        tip = chain_tip(repo)
+        if tip is not None and predicate(tip):
+            return tip
+        time.sleep(0.3)
+    raise AssertionError(f"the chain did not get there in time (tip {chain_tip(repo)})")
+
+
+def links(repo: Repository) -> list[Any]:
+    return sorted(read_links(repo, "etcd"), key=lambda link: (link.base, link.seq, link.kind))
+
+
+def follow_cli(cli: Cli, *extra: str) -> subprocess.Popen[str]:
+    return cli.popen("follow", "-p", "etcd", "--period", "1", "-o", "idle=5", *extra)
+
+
+def test_kill_9_of_the_follower_then_sigterm_continue_the_chain_without_gap(
+    cli: Cli, tmp_path: Path, etcd_scratch: EtcdServer, restore_at_repo: Any
+) -> None:
+    src = settings_of(etcd_scratch)
+    repo = configure(cli, tmp_path, src)
+    load = Load(src)
+    try:
+        proc = follow_cli(cli)
+        wait_tip(repo, lambda link: link.kind == "delta" and link.seq >= 2)
+        proc.kill()  # kill -9: the buffer dies with it; etcd still has those revisions
+        proc.wait()
+        killed_at = chain_tip(repo)
+        time.sleep(2)
+        proc = follow_cli(cli)
+        wait_tip(repo, lambda link: link.seq >= killed_at.seq + 2)
+        load.stop()
+        end = revision(src)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)  # flush, then exit 0
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    finally:
+        load.stop()
+    tip = chain_tip(repo)
+    assert tip.last == end, "SIGTERM must write what was buffered"
+    chain = links(repo)
+    assert [link.kind for link in chain].count("full") == 1, "a restarted follower continues its chain"
+    deltas = [link for link in chain if link.is_delta]
+    assert [d.seq for d in deltas] == list(range(1, len(deltas) + 1))
+    assert all(b.first == a.last + 1 for a, b in itertools.pairwise(deltas))
+    outcome = restore_at_repo(repo, "latest", etcd_scratch)
+    assert outcome.verified, [c for c in outcome.checks if not c.ok]
+    assert outcome.result.details["point_in_time"]["revision"] == end
+
+
+def test_kill_9_of_etcd_and_a_restart_mid_stream(
+    cli: Cli, tmp_path: Path, etcd_scratch: EtcdServer, restore_at_repo: Any
+) -> None:
+    src = settings_of(etcd_scratch)
+    repo = configure(cli, tmp_path, src)
+    load = Load(src)
+    proc = follow_cli(cli)
+    try:
+        wait_tip(repo, lambda link: link.kind == "delta")
+        os.kill(etcd_scratch.pid or 0, signal.SIGKILL)  # etcd dies mid-stream
+        etcd_scratch.pid = None
+        time.sleep(2)
+        etcd_scratch.start()  # same data dir: what etcd acknowledged is still there
+        before = chain_tip(repo).seq
+        wait_tip(repo, lambda link: link.seq >= before + 2)
+        etcd_scratch.stop()  # and a clean restart
+        etcd_scratch.start()
+        before = chain_tip(repo).seq
+        wait_tip(repo, lambda link: link.seq >= before + 2)
+        load.stop()
+        end = revision(src)
+        wait_tip(repo, lambda link: link.last >= end)
+    finally:
+        load.stop()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    chain = links(repo)
+    assert [link.kind for link in chain].count("full") == 1
+    metas = [repo.get_manifest(link.backup_id).plugins["etcd"].meta for link in chain if link.is_delta]
+    assert sum(m["reconnects"] for m in metas) >= 2, "the reconnects are recorded in the deltas"
+    outcome = restore_at_repo(repo, str(end), etcd_scratch)
+    assert outcome.verified, [c for c in outcome.checks if not c.ok]
+
+
+def test_compaction_past_the_watch_starts_a_new_chain_and_the_gap_is_refused(
+    cli: Cli, tmp_path: Path, etcd_scratch: EtcdServer, restore_at_repo: Any
+) -> None:
+    src = settings_of(etcd_scratch)
+    repo = configure(cli, tmp_path, src)
+    proc = follow_cli(cli)
+    put(src, "/a", b"1")
+    first_end = put(src, "/b", b"2")
+    wait_tip(repo, lambda link: link.last >= first_end)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    missed = [put(src, f"/missed/{i}", b"x") for i in range(5)]
+    gateway(src, "/v3/kv/compaction", {"revision": missed[-1], "physical": True})  # past the chain's tip
+    proc = follow_cli(cli)
+    after = put(src, "/c", b"3")
+    wait_tip(repo, lambda link: link.last >= after)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    fulls = [link for link in links(repo) if link.kind == "full"]
+    assert len(fulls) == 2 and fulls[0].base != fulls[1].base, "a compaction past the tip starts a new chain"
+    with pytest.raises(ChainGap) as refused:
+        restore_at_repo(repo, str(missed[1]))
+    assert f"{first_end + 1}..{fulls[1].last - 1}" in refused.value.message
+    old = restore_at_repo(repo, str(first_end))  # the old chain still restores up to its end
+    assert old.verified
+    assert restore_at_repo(repo, "latest").verified
+
+
+def test_leases_are_granted_again_with_their_ids_and_ttls(
+    etcd_scratch: EtcdServer, follower: Any, restore_at: Any
+) -> None:
+    src = settings_of(etcd_scratch)
+    f = follower()
+    f.wait_for(lambda link: link.kind == "full")
+    lease = int(gateway(src, "/v3/lease/grant", {"TTL": 600})["ID"])
+    short = int(gateway(src, "/v3/lease/grant", {"TTL": 5})["ID"])
+    put(src, "/leased/a", b"a", lease)
+    put(src, "/leased/b", b"b", lease)
+    with_short = put(src, "/leased/short", b"s", short)
+    gateway(src, "/v3/lease/revoke", {"ID": short})  # deletes /leased/short at one revision
+    end = put(src, "/after", b"x")
+    f.wait_for(lambda link: link.last >= end)
+    f.stop()
+    before_revoke = restore_at(str(with_short), etcd_scratch)
+    assert before_revoke.verified, [c for c in before_revoke.checks if not c.ok]
+    restored = settings_of(EtcdServer.from_state(dict(before_revoke.result.details["server"])))
+    assert int(gateway(restored, "/v3/lease/timetolive", {"ID": lease})["grantedTTL"]) == 600
+    latest = restore_at("latest", etcd_scratch)
+    assert latest.verified
+    restored = settings_of(EtcdServer.from_state(dict(latest.result.details["server"])))
+    assert b"/leased/short" not in etcdctl_dump(restored, end)
