@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import datetime as dt
 import itertools
+import json
 import os
 import signal
 import subprocess
@@ -25,15 +27,19 @@ import yaml
 from drtool_plugins.etcd import EtcdPlugin
 
 from drtool.backends.local import LocalBackend
+from drtool.compact import compact
 from drtool.crypto.credentials import Credentials
 from drtool.errors import DrtoolError, IntegrityError
 from drtool.follow import FollowSession, run_follow
 from drtool.lab.components.etcd import EtcdServer
 from drtool.lab.etcd_seed import gateway, settings_of
+from drtool.rehearsal.rehearse import rpo
 from drtool.repo.chains import ChainGap, read_links
+from drtool.repo.manifest import Manifest, PluginOutcome
 from drtool.repo.repository import Repository
 from drtool.restore import run_restore
-from tests.fixtures.core import PASSPHRASE, Cli
+from drtool.retention import BackupRef, ChainPosition, RetentionPolicy, decide
+from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
 from tests.fixtures.etcd import etcdctl_dump
 
 plugin = EtcdPlugin()
@@ -382,3 +388,106 @@ def test_leases_are_granted_again_with_their_ids_and_ttls(
     assert latest.verified
     restored = settings_of(EtcdServer.from_state(dict(latest.result.details["server"])))
     assert b"/leased/short" not in etcdctl_dump(restored, end)
+
+
+# --- folding, listing, retention, the CLI --------------------------------------------------------
+
+
+def test_fold_makes_a_full_that_later_restores_start_from(
+    repo: Repository,
+    etcd_scratch: EtcdServer,
+    follower: Any,
+    restore_at: Any,
+    tmp_path: Path,
+    stop_restored: list[Any],
+) -> None:
+    src = settings_of(etcd_scratch)
+    f = follower(period=0.5)
+    f.wait_for(lambda link: link.kind == "full")
+    lease = int(gateway(src, "/v3/lease/grant", {"TTL": 300})["ID"])
+    for i in range(5):
+        txn(src, {f"/fold/{i}/{k}": os.urandom(100) for k in range(10)})
+        put(src, f"/fold/leased/{i}", b"l", lease)
+        time.sleep(0.6)
+    folded_at = revision(src)
+    f.wait_for(lambda link: link.last >= folded_at)
+    result = compact(repo, plugin, options={"workdir": str(tmp_path)})
+    assert result.manifest is not None and result.deltas >= 3
+    assert result.manifest.chain is not None and result.manifest.chain.last == folded_at
+    later = put(src, "/after/fold", b"x")
+    f.wait_for(lambda link: link.last >= later)
+    f.stop()
+    outcome = restore_at("latest", etcd_scratch)
+    assert outcome.verified, [c for c in outcome.checks if not c.ok]
+    point = outcome.result.details["point_in_time"]
+    assert point["base_backup"] == result.manifest.id and point["revisions"] == 1
+    assert restore_at(str(folded_at - 3), etcd_scratch).verified  # before the fold: from the first full
+    target = {"data_dir": str(tmp_path / "folded" / "data"), "start": True, "lab_dir": str(tmp_path / "folded-lab")}
+    target["compare_with"] = src
+    plain = run_restore(repo, result.manifest.id, plugin, target)  # the folded full on its own
+    stop_restored.append(plain.result.details)
+    assert plain.verified, [c for c in plain.checks if not c.ok]
+    assert compact(repo, plugin).manifest is not None  # the delta after the fold
+    assert compact(repo, plugin).manifest is None  # nothing left to fold
+
+
+def test_list_shows_a_chain_on_one_line_and_bad_points_are_one_line_errors(
+    cli: Cli, tmp_path: Path, etcd_scratch: EtcdServer
+) -> None:
+    src = settings_of(etcd_scratch)
+    repo = configure(cli, tmp_path, src)
+    proc = follow_cli(cli, "--period", "0.3")
+    for i in range(4):
+        put(src, f"/l/{i}", b"v")
+        time.sleep(0.5)
+    end = put(src, "/l/end", b"v")
+    wait_tip(repo, lambda link: link.last >= end)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    listed = json.loads(cli("list", "--json", check=True).stdout)
+    assert len(listed) == 1 and listed[0]["kind"] == "full"
+    assert listed[0]["chain"]["deltas"]["count"] >= 2 and listed[0]["chain"]["deltas"]["last"] == end
+    everything = json.loads(cli("list", "--json", "--deltas", check=True).stdout)
+    assert len(everything) == 1 + listed[0]["chain"]["deltas"]["count"]
+    assert "deltas to rev" in cli("list", check=True).stdout
+    data_dir = tmp_path / "bad" / "data"
+    args = ["restore", "latest", "-p", "etcd", "-t", f"data_dir={data_dir}"]
+    assert_clean_error(cli(*args, "--at", "yesterday-ish"), 2, "neither a revision")
+    assert_clean_error(cli(*args, "--at", str(end + 1000)), 5, f"ends at {end}")
+    assert not data_dir.exists()
+
+
+def test_retention_keeps_the_pitr_window_and_what_it_replays() -> None:
+    t0 = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+
+    def link(i: int, kind: str, seq: int, minutes: float) -> BackupRef:
+        at = t0 + dt.timedelta(minutes=minutes)
+        return BackupRef(f"b{i:04d}", at, link=ChainPosition(kind, "b0000", seq, at))
+
+    refs = [link(0, "full", 0, 0)]
+    refs += [link(i, "delta", i, i / 3) for i in range(1, 361)]  # a delta every 20 s for 2 h
+    refs.append(link(999, "full", 180, 60.5))  # folded at the 1 h delta
+    now = t0 + dt.timedelta(hours=2)
+    policy = RetentionPolicy(pitr_window=dt.timedelta(minutes=30), keep_daily=1)
+    kept = {d.backup.id for d in decide(refs, policy, now) if d.keep}
+    assert "b0999" in kept and "b0000" not in kept  # the fold replaces the first full for the window
+    assert {f"b{i:04d}" for i in range(181, 361)} <= kept
+    assert not {f"b{i:04d}" for i in range(1, 181)} & kept
+    no_window = {d.backup.id for d in decide(refs, RetentionPolicy(keep_last=1), now) if d.keep}
+    assert no_window == kept, "the newest recovery point alone needs the same links here"
+
+
+def test_rehearsal_rpo_uses_the_recovery_point_a_restore_reports() -> None:
+    manifest = Manifest(
+        id="20261201T000000Z-abcdef",
+        store_id="s",
+        started="2026-12-01T00:00:00Z",
+        finished="2026-12-01T00:00:10Z",
+        status="complete",
+        hostname="h",
+        drtool_version="0",
+        plugins={"etcd": PluginOutcome(status="ok", started="x", finished="2026-12-01T00:00:10Z")},
+    )
+    failure = dt.datetime(2026, 12, 1, 1, 0, 0, tzinfo=dt.UTC)
+    assert rpo(manifest, ["etcd"], failure) == {"etcd": 3590.0}
+    assert rpo(manifest, ["etcd"], failure, {"etcd": "2026-12-01T00:59:45.5Z"}) == {"etcd": 14.5}

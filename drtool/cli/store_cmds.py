@@ -117,20 +117,37 @@ def backup(
         raise PartialBackup(f"backup {manifest.id} is partial: {failed}", "fix the failing source and back up again")
 
 
-def list_backups(ctx: typer.Context, as_json: JsonOpt = False) -> None:
-    """List the store's backups (the catalog is synced from the store first)."""
+def list_backups(
+    ctx: typer.Context,
+    deltas: Annotated[bool, typer.Option("--deltas", help="Also list every delta of delta chains.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the store's backups (the catalog is synced from the store first); a chain's deltas are counted
+    on the full before them unless --deltas."""
+    from drtool.catalog.listing import backup_listing, chain_text  # SQLModel: only `list` pays its import
+
     app = state(ctx)
     repo = app.open_repo()
     catalog = app.open_catalog()
     catalog.sync(repo)
-    rows = catalog.backups(repo.config.store_id)
+    store_id = repo.config.store_id
+    entries = backup_listing(catalog.backups(store_id), catalog.chain_links(store_id), with_deltas=deltas)
     if as_json:
-        print_json([r.model_dump() for r in rows])
+        print_json(entries)
         return
-    table = Table("id", "finished", "status", "plugins", "size", "stored")
-    for r in rows:
-        status = r.status if not r.failed_plugins else f"{r.status} ({r.failed_plugins} failed)"
-        table.add_row(r.id, r.finished[:19], status, r.plugins, human_bytes(r.size), human_bytes(r.bytes_stored))
+    table = Table("id", "finished", "status", "plugins", "size", "stored", "chain")
+    for e in entries:
+        status = e["status"] if not e["failed_plugins"] else f"{e['status']} ({e['failed_plugins']} failed)"
+        stored = e["bytes_stored"] + ((e["chain"] or {}).get("deltas") or {}).get("bytes_stored", 0)
+        table.add_row(
+            e["id"],
+            e["finished"][:19],
+            status,
+            e["plugins"],
+            human_bytes(e["size"]),
+            human_bytes(stored),
+            chain_text(e),
+        )
     console.print(table)
 
 

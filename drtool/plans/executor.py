@@ -68,6 +68,7 @@ class StepResult:
     checks: list[Check] = dataclasses.field(default_factory=list)
     log: list[str] = dataclasses.field(default_factory=list)
     refused_connections: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    recovery_point: str = ""  # source time of the restored state, when the plugin reports it (a PITR)
 
     @property
     def seconds(self) -> float:
@@ -440,6 +441,7 @@ class Executor:
         outcome = box["outcome"]
         result.changed = outcome.result.changed
         result.summary = outcome.result.summary
+        result.recovery_point = str(outcome.result.details.get("recovery_point") or "")
         result.checks = list(outcome.checks)
         result.log += [f"check {'ok' if c.ok else 'FAILED'}: {c.name} {c.detail}".rstrip() for c in outcome.checks]
         failed = [c.name for c in outcome.checks if not c.ok]

@@ -66,13 +66,15 @@ def _expected(done: Replayed) -> dict[str, Any]:
 def run_point_restore(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
     result = _restore.run_restore(ctx, target, options, PointStaging(ctx, options))
     facts = (result.details or {}).get("point_in_time") or {}
+    # the recovery point: when the newest replayed revision reached the follower (the rehearsal's RPO)
+    details = {**result.details, "recovery_point": facts.get("time") or ctx.created}
+    summary = result.summary
     if facts and result.changed:
-        summary = (
-            f"{result.summary} (revision {facts['revision']} as of {facts['time'] or 'the full snapshot'}: "
+        summary += (
+            f" (revision {facts['revision']} as of {facts['time'] or 'the full snapshot'}: "
             f"{facts['revisions']} revision(s) of {len(facts['deltas'])} delta(s) replayed onto {facts['base_backup']})"
         )
-        return RestoreResult(result.changed, summary, result.details)
-    return result
+    return RestoreResult(result.changed, summary, details)
 
 
 def fold(ctx: RestoreContext, out: BackupContext, options: Mapping[str, Any]) -> dict[str, Any]:

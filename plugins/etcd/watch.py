@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import queue
 import threading
 from typing import Any
@@ -23,9 +24,10 @@ import requests
 
 from drtool.errors import SourceError
 
-from .client import ALL_KEYS, EtcdClient, b64, stream_result
+from .client import ALL_KEYS, EtcdClient, _reason, b64, stream_result
 from .deltas import now_text
 
+log = logging.getLogger(__name__)
 QUEUE_SIZE = 8  # gateway messages (a message holds at most ~1000 revisions' events)
 PATH = "/v3/watch"
 
@@ -66,12 +68,14 @@ class WatchStream:
                 if self._closed.is_set():
                     return
                 if line.strip():
-                    self._put(Message(stream_result(self.client.endpoint, line, PATH), now_text()))
+                    result = stream_result(self.client.endpoint, line, PATH)
+                    log.debug("watch from %d: header %s, %d event(s)", self.start, result.get("header", {}).get("revision"), len(result.get("events") or []))
+                    self._put(Message(result, now_text()))
             self._put(Message(None, now_text(), "the watch stream ended"))
         except SourceError as exc:
             self._put(Message(None, now_text(), exc.message))
         except (requests.exceptions.RequestException, OSError, ValueError) as exc:
-            self._put(Message(None, now_text(), f"the watch stream broke: {type(exc).__name__}"))
+            self._put(Message(None, now_text(), f"the watch stream broke: {_reason(exc)}"))
 
     def _put(self, message: Message) -> None:
         """Block while the follower is busy (backpressure), but never after ``close``."""
