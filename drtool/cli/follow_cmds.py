@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -28,9 +28,16 @@ def follow(
 ) -> None:
     """Back up continuously: a full backup, then a delta every --period seconds, until SIGTERM (exit 0).
 
+    A backup set of the config with `follow: {...}` gives the plugin, its source and options.
     Example: drtool follow -p etcd --set etcd-prod --period 20"""
     app = state(ctx)
-    options = parse_pairs(option, "option")
+    bset = app.settings.backup_sets.get(backup_set)
+    source = app.settings.sources.get(plugin, {})
+    options: dict[str, Any] = {}
+    if bset is not None and bset.follow is not None:  # a `follow:` set of the config names plugin and options
+        plugin, options = bset.plugins[0], dict(bset.follow)
+        source = bset.sources_for(app.settings.sources)[plugin]
+    options |= parse_pairs(option, "option")
     options |= {k: v for k, v in {"period": period, "max_events": max_events}.items() if v is not None}
     repo = app.open_repo()
     chosen = get_plugin(plugin)
@@ -43,7 +50,7 @@ def follow(
 
     session = FollowSession(repo, plugin, backup_set, options, on_link=announce)
     session.install_signal_handlers()
-    run_follow(repo, chosen, app.settings.sources.get(plugin, {}), session)
+    run_follow(repo, chosen, source, session)
     console.print(f"stopped after {session.links_written} link(s)")
 
 

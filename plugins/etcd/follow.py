@@ -169,7 +169,7 @@ class Follower:
             self._flush()
             self.tip = None
         except SourceError as exc:
-            log.warning("follow: %s", exc.message)
+            log.warning("follow: %s (next revision %d)", exc.message, self.next_rev)
             self.counters.reconnects += 1
 
     def _must_restart(self, status: Mapping[str, Any]) -> bool:
