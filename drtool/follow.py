@@ -74,13 +74,25 @@ class FollowSession:
             signal.signal(sig, handle)
 
     def tip(self) -> TipLink | None:
-        """The newest link of this plugin in this set, read from the store (newest manifests first)."""
+        """The newest link of this plugin in this set, read from the store (newest manifests first).
+
+        Backup ids order by their start *second* only, and a follower can write several links in one
+        second: among the links of the newest second that has one, the last finished wins."""
+        best: Manifest | None = None
         for manifest in self.repo.manifests_newest_first(self.repo.backup_ids()):
-            link = Link.of(manifest)
-            if link is not None and link.plugin == self.plugin and manifest.backup_set == self.backup_set:
-                outcome = manifest.plugins.get(self.plugin)
-                return TipLink(link, dict(outcome.meta) if outcome else {})
-        return None
+            if best is not None and not manifest.id.startswith(best.id.split("-")[0]):
+                break
+            link = manifest.chain
+            if link is None or link.plugin != self.plugin or manifest.backup_set != self.backup_set:
+                continue
+            if best is None or manifest.finished > best.finished:
+                best = manifest
+        if best is None:
+            return None
+        outcome = best.plugins.get(self.plugin)
+        link = Link.of(best)
+        assert link is not None
+        return TipLink(link, dict(outcome.meta) if outcome else {})
 
     def write_full(self, write: Write) -> TipLink:
         return self._write("full", None, write)

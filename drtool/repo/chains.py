@@ -241,7 +241,7 @@ def chains_for(repo: Repository, plugin: str, ref: str) -> list[Chain]:
     if ref == LATEST:
         if not links:
             raise NotFound(f"store {repo.backend.url} holds no delta chain of plugin {plugin}", "run `drtool follow`")
-        newest = max(links, key=lambda link: link.backup_id)
+        newest = max(links, key=lambda link: (link.last_time, link.seq))
         return build_chains(link for link in links if link.backup_set == newest.backup_set)
     backup_id = repo.resolve(ref)
     mine = next((link for link in links if link.backup_id == backup_id), None)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import queue
 import threading
 from typing import Any
@@ -27,7 +26,6 @@ from drtool.errors import SourceError
 from .client import ALL_KEYS, EtcdClient, _reason, b64, stream_result
 from .deltas import now_text
 
-log = logging.getLogger(__name__)
 QUEUE_SIZE = 8  # gateway messages (a message holds at most ~1000 revisions' events)
 PATH = "/v3/watch"
 
@@ -68,9 +66,7 @@ class WatchStream:
                 if self._closed.is_set():
                     return
                 if line.strip():
-                    result = stream_result(self.client.endpoint, line, PATH)
-                    log.debug("watch from %d: header %s, %d event(s)", self.start, result.get("header", {}).get("revision"), len(result.get("events") or []))
-                    self._put(Message(result, now_text()))
+                    self._put(Message(stream_result(self.client.endpoint, line, PATH), now_text()))
             self._put(Message(None, now_text(), "the watch stream ended"))
         except SourceError as exc:
             self._put(Message(None, now_text(), exc.message))
