@@ -136,7 +136,8 @@ def _chain_reasons(
     if not chains:
         return
     for links in chains.values():
-        links.sort(key=lambda b: (b.link.seq, b.link.is_delta))  # type: ignore[union-attr]
+        # a folded full after the delta of its seq: that delta is what the fold replaces
+        links.sort(key=lambda b: (b.link.seq, not b.link.is_delta))  # type: ignore[union-attr]
     newest = max(chains.values(), key=lambda links: links[-1].link.last_time)  # type: ignore[union-attr]
     _keep_from(newest, None, "reaches the newest recovery point", reasons)
     if policy.pitr_window is not None:

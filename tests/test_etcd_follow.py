@@ -437,6 +437,7 @@ def test_list_shows_a_chain_on_one_line_and_bad_points_are_one_line_errors(
     src = settings_of(etcd_scratch)
     repo = configure(cli, tmp_path, src)
     proc = follow_cli(cli, "--period", "0.3")
+    wait_tip(repo, lambda link: link.kind == "full")
     for i in range(4):
         put(src, f"/l/{i}", b"v")
         time.sleep(0.5)
@@ -453,7 +454,7 @@ def test_list_shows_a_chain_on_one_line_and_bad_points_are_one_line_errors(
     data_dir = tmp_path / "bad" / "data"
     args = ["restore", "latest", "-p", "etcd", "-t", f"data_dir={data_dir}"]
     assert_clean_error(cli(*args, "--at", "yesterday-ish"), 2, "neither a revision")
-    assert_clean_error(cli(*args, "--at", str(end + 1000)), 5, f"ends at {end}")
+    assert_clean_error(cli(*args, "--at", str(end + 1000)), 6, f"ends at {end}")
     assert not data_dir.exists()
 
 

@@ -17,12 +17,13 @@ def backup_listing(
 ) -> list[dict[str, Any]]:
     """Rows as dicts with ``kind`` and ``chain``; deltas only with ``with_deltas``, else counted on their full."""
     rows = list(rows)
+    stored = {r.id: r.bytes_stored for r in rows}
     followers: dict[str, list[ChainRow]] = {}  # full's backup id -> the deltas after it
     by_chain: dict[str, list[ChainRow]] = {}
     for link in links.values():
         by_chain.setdefault(link.base, []).append(link)
     for chain in by_chain.values():
-        chain.sort(key=lambda link: (link.seq, link.kind == "delta"))
+        chain.sort(key=lambda link: (link.seq, link.kind == "full"))  # a fold follows the delta it folds up to
         current: ChainRow | None = None
         for link in chain:
             if link.kind == "full":
@@ -44,14 +45,10 @@ def backup_listing(
                     "count": len(after),
                     "last": after[-1].last,
                     "last_time": after[-1].last_time,
-                    "bytes_stored": sum(_stored(rows, d.backup_id) for d in after),
+                    "bytes_stored": sum(stored.get(d.backup_id, 0) for d in after),
                 }
         out.append(entry)
     return out
-
-
-def _stored(rows: list[BackupRow], backup_id: str) -> int:
-    return next((r.bytes_stored for r in rows if r.id == backup_id), 0)
 
 
 def chain_text(entry: Mapping[str, Any]) -> str:
