@@ -34,8 +34,9 @@ LATEST = "latest"
 
 
 def parse_time(text: str) -> dt.datetime:
+    """An ISO 8601 / RFC 3339 time as an aware UTC datetime (a time without offset is taken as UTC)."""
     moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+    return moment.astimezone(dt.UTC) if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
 
 
 @dataclasses.dataclass(frozen=True)
