@@ -29,7 +29,7 @@ from drtool_plugins.etcd import EtcdPlugin
 from drtool.backends.local import LocalBackend
 from drtool.compact import compact
 from drtool.crypto.credentials import Credentials
-from drtool.errors import DrtoolError, IntegrityError
+from drtool.errors import DrtoolError, IntegrityError, UsageError
 from drtool.follow import FollowSession, run_follow
 from drtool.lab.components.etcd import EtcdServer
 from drtool.lab.etcd_seed import gateway, settings_of
@@ -39,6 +39,7 @@ from drtool.repo.manifest import Manifest, PluginOutcome
 from drtool.repo.repository import Repository
 from drtool.restore import run_restore
 from drtool.retention import BackupRef, ChainPosition, RetentionPolicy, decide
+from drtool.scheduler.sets import parse_backup_sets
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
 from tests.fixtures.etcd import etcdctl_dump
 
@@ -492,3 +493,10 @@ def test_rehearsal_rpo_uses_the_recovery_point_a_restore_reports() -> None:
     failure = dt.datetime(2026, 12, 1, 1, 0, 0, tzinfo=dt.UTC)
     assert rpo(manifest, ["etcd"], failure) == {"etcd": 3590.0}
     assert rpo(manifest, ["etcd"], failure, {"etcd": "2026-12-01T00:59:45.5Z"}) == {"etcd": 14.5}
+
+
+def test_a_follow_set_has_one_plugin_and_no_schedule() -> None:
+    sets = parse_backup_sets({"etcd-prod": {"plugins": ["etcd"], "follow": {"period": 5}}}, "config")
+    assert sets["etcd-prod"].schedule_text() == "continuous (drtool follow)"
+    with pytest.raises(UsageError, match="follow"):
+        parse_backup_sets({"bad": {"plugins": ["etcd"], "follow": {}, "cron": "* * * * *"}}, "config")
