@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 from drtool_plugins.etcd import EtcdPlugin
+from drtool_plugins.etcd.deltas import ARTIFACT, Op, Revision, header
 
 from drtool.backends.local import LocalBackend
 from drtool.compact import compact
@@ -33,6 +34,7 @@ from drtool.errors import DrtoolError, IntegrityError, UsageError
 from drtool.follow import FollowSession, run_follow
 from drtool.lab.components.etcd import EtcdServer
 from drtool.lab.etcd_seed import gateway, settings_of
+from drtool.plugin.contract import Span
 from drtool.rehearsal.rehearse import rpo
 from drtool.repo.chains import ChainGap, read_links
 from drtool.repo.manifest import Manifest, PluginOutcome
@@ -500,3 +502,33 @@ def test_a_follow_set_has_one_plugin_and_no_schedule() -> None:
     assert sets["etcd-prod"].schedule_text() == "continuous (drtool follow)"
     with pytest.raises(UsageError, match="follow"):
         parse_backup_sets({"bad": {"plugins": ["etcd"], "follow": {}, "cron": "* * * * *"}}, "config")
+
+
+def test_a_delta_that_does_not_fit_its_full_is_refused(
+    repo: Repository, etcd_scratch: EtcdServer, follower: Any, restore_at: Any
+) -> None:
+    """A delta claiming a history the full does not have (here: a key's 5th version where the full has
+    none) fails its guarded transaction, and nothing is restored."""
+    src = settings_of(etcd_scratch)
+    f = follower()
+    f.wait_for(lambda link: link.kind == "full")
+    end = put(src, "/real", b"1")
+    f.wait_for(lambda link: link.last >= end)
+    f.stop()
+    tip = f.session.tip()
+    forged = Revision(
+        end + 1,
+        tip.link.last_time.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        (Op(True, b64(b"/forged"), b64(b"x"), 3, 5, 0, 7),),
+    )
+
+    def write(ctx: Any) -> tuple[dict[str, Any], Span]:
+        with ctx.artifact(ARTIFACT, sensitive=True) as sink:
+            sink.write(header(tip.meta["cluster_id"], end + 1, end + 1, 1, {}))
+            sink.write(forged.line())
+        return {"cluster_id": tip.meta["cluster_id"]}, Span(end + 1, end + 1, forged.time, forged.time)
+
+    f.session.write_delta(tip, write)
+    with pytest.raises(IntegrityError, match=f"revision {end + 1} of the deltas does not apply"):
+        restore_at("latest")
+    assert restore_at(str(end), etcd_scratch).verified  # the genuine part of the chain still restores
