@@ -14,12 +14,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from drtool.errors import UsageError
+from drtool.follow import commit_link
 from drtool.plugin.contract import Plugin, Point
 from drtool.progress import Progress
 from drtool.repo.chains import chains_for
-from drtool.repo.manifest import ChainLink, Manifest, PluginOutcome, utc_now
+from drtool.repo.manifest import ChainLink, Manifest, utc_now
 from drtool.repo.repository import Repository
-from drtool.repo.writer import DEFAULT_LOCK_WAIT, merge_facts
+from drtool.repo.writer import DEFAULT_LOCK_WAIT
 from drtool.restore import plan_context
 
 
@@ -56,14 +57,7 @@ def compact(
     with repo.begin_backup(backup_set=chain.backup_set, lock_wait=lock_wait, progress=progress) as session:
         started = utc_now()
         meta = dict(fold(ctx, session.context_for(plugin.name), options or {}))
-        merge_facts(session.failure_domain, meta.pop("failure_domain", None) or {})
-        session.outcomes[plugin.name] = PluginOutcome(status="ok", started=started, finished=utc_now(), meta=meta)
-        session.chain = ChainLink(
-            plugin=plugin.name,
-            base=chain.base,
-            seq=tip.seq,
-            last=tip.last,
-            last_time=f"{tip.last_time:%Y-%m-%dT%H:%M:%S.%fZ}",
-        )
-        manifest = session.commit()
+        at = f"{tip.last_time:%Y-%m-%dT%H:%M:%S.%fZ}"
+        link = ChainLink(plugin=plugin.name, base=chain.base, seq=tip.seq, last=tip.last, last_time=at)
+        manifest = commit_link(session, plugin.name, started, meta, "full", link)
     return CompactResult(manifest, plan.base.backup_id, len(plan.deltas))

@@ -22,7 +22,7 @@ from drtool.plugin.contract import BackupContext, Span
 from drtool.repo.chains import Link
 from drtool.repo.manifest import ChainLink, Manifest, PluginOutcome, utc_now
 from drtool.repo.repository import Repository
-from drtool.repo.writer import DEFAULT_LOCK_WAIT, merge_facts
+from drtool.repo.writer import DEFAULT_LOCK_WAIT, BackupSession, merge_facts
 
 log = logging.getLogger(__name__)
 DEFAULT_SET = "follow"
@@ -104,11 +104,7 @@ class FollowSession:
         with self.repo.begin_backup(backup_set=self.backup_set, lock_wait=self.lock_wait) as session:
             started = utc_now()
             meta, span = write(session.context_for(self.plugin))
-            meta = dict(meta)
-            merge_facts(session.failure_domain, meta.pop("failure_domain", None) or {})
-            session.outcomes[self.plugin] = PluginOutcome(status="ok", started=started, finished=utc_now(), meta=meta)
-            session.kind = kind
-            session.chain = ChainLink(
+            link = ChainLink(
                 plugin=self.plugin,
                 base=after.base if after else session.backup_id,
                 seq=after.seq + 1 if after else 0,
@@ -117,13 +113,24 @@ class FollowSession:
                 first_time=span.first_time,
                 last_time=span.last_time,
             )
-            manifest = session.commit()
+            meta = dict(meta)
+            manifest = commit_link(session, self.plugin, started, meta, kind, link)
         self.links_written += 1
         if self.on_link is not None:
             self.on_link(manifest)
-        link = Link.of(manifest)
-        assert link is not None
-        return TipLink(link, meta)
+        written = Link.of(manifest)
+        assert written is not None
+        return TipLink(written, meta)
+
+
+def commit_link(
+    session: BackupSession, plugin: str, started: str, meta: dict[str, Any], kind: str, link: ChainLink
+) -> Manifest:
+    """Publish ``session`` as a link of a chain: the plugin's outcome, then the manifest (written last)."""
+    merge_facts(session.failure_domain, meta.pop("failure_domain", None) or {})
+    session.outcomes[plugin] = PluginOutcome(status="ok", started=started, finished=utc_now(), meta=meta)
+    session.kind, session.chain = kind, link
+    return session.commit()
 
 
 def run_follow(repo: Repository, plugin: Any, source: Mapping[str, Any], session: FollowSession) -> FollowSession:
