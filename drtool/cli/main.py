@@ -12,6 +12,7 @@ from drtool.cli import (
     catalog_cmds,
     demo_cmd,
     diff_cmd,
+    follow_cmds,
     independence_cmd,
     key_cmds,
     lab_cmds,
@@ -83,6 +84,7 @@ app.add_typer(schedule_cmds.app, name="schedule")
 prune_cmd.register(app)
 app.add_typer(plan_cmds.app, name="plan")
 rehearse_cmd.register(app)
+follow_cmds.register(app)
 
 
 def main() -> None:

@@ -34,6 +34,7 @@ from drtool.plans.validate import validate
 from drtool.plugin.contract import Check
 from drtool.plugin.manager import load_plugins
 from drtool.progress import Progress
+from drtool.repo.chains import ChainReader
 from drtool.repo.manifest import Manifest, utc_now
 from drtool.repo.repository import Repository
 from drtool.repo.restore_context import PluginRestoreContext
@@ -73,6 +74,7 @@ class StepResult:
     checks: list[Check] = dataclasses.field(default_factory=list)
     log: list[str] = dataclasses.field(default_factory=list)
     refused_connections: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    recovery_point: str = ""  # source time of the restored state, when the plugin reports it (a PITR)
 
     @property
     def seconds(self) -> float:
@@ -222,6 +224,7 @@ class Executor:
         self._t0 = time.monotonic()
         self._lock = threading.Lock()
         self._started: set[str] = set()  # steps the watcher was told about
+        self._chains = ChainReader(repo, [manifest])  # for steps that restore a point (`with: {at: ...}`)
 
     def now(self) -> float:
         return time.monotonic() - self._t0
@@ -349,10 +352,12 @@ class Executor:
         box: dict[str, Any] = {}
 
         def call() -> None:
+            at = step.with_.get("at")  # a point of the delta chain the plan's backup belongs to (docs/plugins.md)
             try:
+                backup = self.manifest if at is None else self._chains.find_point(step.uses, self.manifest, at)
                 box["outcome"] = run_restore(
                     self.repo,
-                    self.manifest,
+                    backup,
                     load_plugins()[step.uses],
                     target,
                     options=step.with_,
@@ -376,6 +381,7 @@ class Executor:
         outcome = box["outcome"]
         result.changed = outcome.result.changed
         result.summary = outcome.result.summary
+        result.recovery_point = str(outcome.result.details.get("recovery_point") or "")
         result.checks = list(outcome.checks)
         result.log += [f"check {'ok' if c.ok else 'FAILED'}: {c.name} {c.detail}".rstrip() for c in outcome.checks]
         failed = [c.name for c in outcome.checks if not c.ok]

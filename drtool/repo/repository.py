@@ -9,7 +9,8 @@ restore is ``drtool.repo.restore_context.PluginRestoreContext(repo, manifest, pl
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import zstandard
 
@@ -182,12 +183,10 @@ class Repository:
         return manifest
 
     def resolve(self, ref: str) -> str:
-        """A backup id from an id, a unique id prefix, or ``latest``."""
-        ids = self.backup_ids()
+        """A backup id from an id, a unique id prefix, or ``latest`` (see ``find_backup``)."""
         if ref == "latest":
-            if not ids:
-                raise NotFound(f"store {self.backend.url} holds no backups yet", "run `drtool backup` first")
-            return ids[-1]
+            return self.find_backup(ref).id
+        ids = self.backup_ids()
         matches = [i for i in ids if i.startswith(ref)]
         if len(matches) == 1:
             return matches[0]
@@ -196,8 +195,34 @@ class Repository:
         raise UsageError(f"{ref!r} matches {len(matches)} backups", "give more of the id")
 
     def find_backup(self, ref: str) -> Manifest:
-        """The manifest of the backup ``ref`` names (see ``resolve``): read once, then passed by value."""
-        return self.get_manifest(self.resolve(ref))
+        """The manifest of the backup ``ref`` names (see ``resolve``): read once, then passed by value.
+
+        ``latest`` is the newest *full* backup: a delta of a chain is restored through its chain's full
+        (``--at``, docs/store-format.md "Delta chains"), never alone. Finding it reads manifests from the
+        newest until one is not a delta, and that manifest is the one returned."""
+        if ref != "latest":
+            return self.get_manifest(self.resolve(ref))
+        newest = self.newest_manifest(self.backup_ids(), lambda m: not m.is_delta)
+        if newest is None:
+            raise NotFound(f"store {self.backend.url} holds no backups yet", "run `drtool backup` first")
+        return newest
+
+    def newest_manifest(self, ids: list[str], accept: Callable[[Manifest], bool]) -> Manifest | None:
+        """The newest manifest of ``ids`` that ``accept`` takes (``manifests_newest_first``)."""
+        return next((m for m in self.manifests_newest_first(ids) if accept(m)), None)
+
+    def manifests_newest_first(self, ids: list[str], batch: int = 32) -> Iterator[Manifest]:
+        """Manifests of ``ids`` from the newest, read in parallel in growing batches (1, 2, 4, ... ``batch``),
+        each once.
+
+        The newest manifest is usually the one wanted, so it is read alone; a follower's deltas can make the
+        newest full backup hundreds of manifests old, so the batches then grow to read those in parallel."""
+        ordered = ids[::-1]
+        with ThreadPoolExecutor(max_workers=min(batch, 16)) as pool:
+            start, size = 0, 1
+            while start < len(ordered):
+                yield from pool.map(self.get_manifest, ordered[start : start + size])
+                start, size = start + size, min(2 * size, batch)
 
     def delete_manifest(self, backup_id: str) -> None:
         self.backend.delete(layout.manifest(backup_id))
