@@ -34,15 +34,20 @@ from drtool.errors import DrtoolError, IntegrityError, UsageError
 from drtool.follow import FollowSession, run_follow
 from drtool.lab.components.etcd import EtcdServer
 from drtool.lab.etcd_seed import gateway, settings_of
+from drtool.plans.executor import Executor
+from drtool.plans.loader import load_plan
+from drtool.plans.schema import Source
+from drtool.plans.source import find_backup
 from drtool.plugin.contract import Span
 from drtool.rehearsal.rehearse import rpo
+from drtool.rehearsal.target import stop_restored_servers
 from drtool.repo.chains import ChainGap, find_point, read_links
 from drtool.repo.manifest import Manifest, PluginOutcome
 from drtool.repo.repository import Repository
 from drtool.restore import run_restore
 from drtool.retention import BackupRef, ChainPosition, RetentionPolicy, decide
 from drtool.scheduler.sets import parse_backup_sets
-from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
+from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error, count_manifest_reads
 from tests.fixtures.etcd import etcdctl_dump
 
 plugin = EtcdPlugin()
@@ -152,7 +157,7 @@ def restore_at(repo: Repository, restore_at_repo: Any) -> Any:
 
 
 def test_pitr_to_a_revision_in_the_middle_of_a_transaction_burst(
-    etcd_scratch: EtcdServer, follower: Any, restore_at: Any
+    repo: Repository, etcd_scratch: EtcdServer, follower: Any, restore_at: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     src = settings_of(etcd_scratch)
     for i in range(50):
@@ -167,8 +172,10 @@ def test_pitr_to_a_revision_in_the_middle_of_a_transaction_burst(
     f.stop()
 
     middle = revs[14]
+    reads = count_manifest_reads(repo, monkeypatch)
     outcome = restore_at(str(middle), etcd_scratch)
     assert outcome.verified, [c for c in outcome.checks if not c.ok]
+    assert set(reads.values()) == {1}, "the chain is resolved once: each manifest read once, then passed on"
     point = outcome.result.details["point_in_time"]
     assert point["revision"] == middle
     restored = EtcdServer.from_state(dict(outcome.result.details["server"]))
@@ -200,6 +207,39 @@ def test_a_missing_delta_is_refused_naming_the_revisions(
     assert f"{victim.chain.first}..{victim.chain.last}" in refused.value.message
     before = restore_at(str(victim.chain.first - 1), etcd_scratch)  # a point before the gap still restores
     assert before.verified
+
+
+def test_plan_steps_restore_points_of_the_chain_reading_each_manifest_once(
+    repo: Repository, etcd_scratch: EtcdServer, follower: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plan step with ``with: {at: ...}`` restores a point of the chain the plan's backup belongs to. The
+    run resolves the chain once for all its steps: every manifest is read once, the plan's own not again."""
+    src = settings_of(etcd_scratch)
+    f = follower(period=0.5)
+    f.wait_for(lambda link: link.kind == "full")
+    first = put(src, "/plan/a", b"1")
+    time.sleep(1.0)
+    end = put(src, "/plan/b", b"2")
+    f.wait_for(lambda link: link.last >= end)
+    f.stop()
+    steps = "".join(
+        f"  - id: {name}\n    uses: etcd\n    with: {{at: '{at}'}}\n"
+        f"    target: {{data_dir: '{tmp_path / name}/data', name: {name}, start: true, lab_dir: '{tmp_path / name}'}}\n"
+        for name, at in (("newest", "latest"), ("earlier", first))
+    )
+    plan = tmp_path / "points.yaml"
+    plan.write_text(f"name: points\nsteps:\n{steps}")
+    reads = count_manifest_reads(repo, monkeypatch)
+    try:
+        read: list[Manifest] = []  # the deltas newer than the newest full are read to choose it
+        run = Executor(load_plan(plan), repo, find_backup(repo, Source(), read=read), read=read).execute()
+    finally:
+        stop_restored_servers(tmp_path)
+    assert run.ok, [(s.id, s.error) for s in run.steps.values()]
+    newest, earlier = run.steps["newest"], run.steps["earlier"]
+    assert f"(revision {end} as of" in newest.summary and f"(revision {first} as of" in earlier.summary
+    assert newest.recovery_point > earlier.recovery_point > ""  # the rehearsal's RPO is measured from these
+    assert len(reads) == len(repo.backup_ids()) >= 3 and set(reads.values()) == {1}, reads
 
 
 def test_errors_are_typed(restore_at: Any) -> None:

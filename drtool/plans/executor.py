@@ -20,7 +20,7 @@ import secrets
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -200,6 +200,7 @@ class Executor:
         repo: Repository,
         manifest: Manifest,
         *,
+        read: Sequence[Manifest] = (),
         overrides: Mapping[str, Mapping[str, Any]] | None = None,
         catalog: Catalog | None = None,
         kind: str = "restore",
@@ -224,7 +225,9 @@ class Executor:
         self._t0 = time.monotonic()
         self._lock = threading.Lock()
         self._started: set[str] = set()  # steps the watcher was told about
-        self._chains = ChainReader(repo, [manifest])  # for steps that restore a point (`with: {at: ...}`)
+        # steps restoring a point (`with: {at: ...}`) find it here; ``read``: the manifests the caller read
+        # while choosing ``manifest`` (``find_backup(..., read=...)``), which are then not read again
+        self._chains = ChainReader(repo, [manifest, *read])
 
     def now(self) -> float:
         return time.monotonic() - self._t0

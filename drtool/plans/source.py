@@ -24,13 +24,18 @@ def resolve_backup(repo: Repository, source: Source, override: str | None = None
     return _choose(repo, source, override)[0]
 
 
-def find_backup(repo: Repository, source: Source, override: str | None = None) -> Manifest:
-    """The manifest of the backup ``resolve_backup`` names, read once: a run passes it on by value."""
-    backup_id, manifest = _choose(repo, source, override)
-    return manifest or repo.get_manifest(backup_id)
+def find_backup(
+    repo: Repository, source: Source, override: str | None = None, read: list[Manifest] | None = None
+) -> Manifest:
+    """The manifest of the backup ``resolve_backup`` names, read once: a run passes it on by value. Every
+    manifest read while choosing goes to ``read`` when given (``Repository.find_backup`` says why)."""
+    backup_id, manifest = _choose(repo, source, override, read)
+    return manifest or repo.find_backup(backup_id, read)
 
 
-def _choose(repo: Repository, source: Source, override: str | None) -> tuple[str, Manifest | None]:
+def _choose(
+    repo: Repository, source: Source, override: str | None, read: list[Manifest] | None = None
+) -> tuple[str, Manifest | None]:
     """The backup id, and its manifest when choosing it meant reading it (``latest``, ``latest-before``)."""
     ref = override or source.backup
     if isinstance(ref, str) and ref != "latest":
@@ -42,6 +47,7 @@ def _choose(repo: Repository, source: Source, override: str | None) -> tuple[str
     manifest = repo.newest_manifest(
         candidates,  # a delta is restored through its chain's full (`--at`), never alone
         lambda m: not m.is_delta and (not source.backup_set or m.backup_set == source.backup_set),
+        read,
     )
     if manifest is not None:
         return manifest.id, manifest

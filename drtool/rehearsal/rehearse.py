@@ -131,7 +131,8 @@ def rehearse(
     phases: dict[str, float] = {}  # drtool's own time (plan, analysis, report) next to the restore's
     clock = time.monotonic()
     plan = ensure_valid(loaded)
-    manifest = find_backup(repo, plan.source, options.backup)  # read once, passed by value from here on
+    read: list[Manifest] = []  # each manifest read once: passed by value from here on
+    manifest = find_backup(repo, plan.source, options.backup, read)
     backup_id = manifest.id
     installed = load_plugins()
     running = [(s, installed[s.uses]) for s in plan.steps if skip_reason(s, manifest, installed) is None]
@@ -160,6 +161,7 @@ def rehearse(
                     loaded,
                     repo,
                     manifest,
+                    read=read,
                     overrides=target.overrides,
                     catalog=catalog,
                     kind="rehearsal",
