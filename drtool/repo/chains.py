@@ -68,9 +68,6 @@ class Link:
     def is_delta(self) -> bool:
         return self.kind == "delta"
 
-    def covers(self) -> str:
-        return f"{self.first}..{self.last}" if self.first is not None else f"{self.last}"
-
 
 @dataclasses.dataclass
 class Chain:
@@ -81,11 +78,6 @@ class Chain:
     backup_set: str | None
     fulls: list[Link]
     deltas: list[Link]
-
-    @property
-    def start(self) -> Link | None:
-        """The chain's first full (None when it was pruned and only folded fulls are left)."""
-        return next((f for f in self.fulls if f.seq == 0), None)
 
     @property
     def first_full(self) -> Link:
