@@ -26,7 +26,7 @@ from drtool.repo.lock import DEFAULT_TTL, acquire, remove_stale_locks
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.writer import DEFAULT_LOCK_WAIT
-from drtool.retention import BackupRef, Decision, RetentionPolicy, decide
+from drtool.retention import BackupRef, ChainPosition, Decision, RetentionPolicy, decide
 
 _BATCH = 1000  # chunks deleted between two lock checks
 
@@ -54,7 +54,12 @@ class PruneReport:
 
 def backup_ref(manifest: Manifest) -> BackupRef:
     started = dt.datetime.fromisoformat(manifest.started)
-    return BackupRef(id=manifest.id, time=started, complete=manifest.status == "complete", tags=tuple(manifest.tags))
+    chain = manifest.chain
+    link = None
+    if chain is not None:
+        link = ChainPosition(manifest.kind, chain.base, chain.seq, dt.datetime.fromisoformat(chain.last_time))
+    complete = manifest.status == "complete"
+    return BackupRef(id=manifest.id, time=started, complete=complete, tags=tuple(manifest.tags), link=link)
 
 
 def plan(

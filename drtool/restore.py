@@ -1,7 +1,9 @@
 """Restoring one plugin's artifacts of a backup into a target, then verifying the target.
 
 The backup comes as its ``Manifest``, resolved and decrypted once by the caller (`drtool restore`, a plan's
-executor, the independence analysis) and passed by value from there.
+executor, the independence analysis) and passed by value from there. A point-in-time restore of a delta
+chain comes as a ``PointPlan`` (``drtool.repo.chains.find_point``): the full to start from and the deltas
+to replay, their manifests read once when the chain was resolved.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 from drtool.errors import NotFound, SourceError
 from drtool.plugin.contract import Check, Dependency, Plugin, RestoreResult
 from drtool.progress import Progress
+from drtool.repo.chains import PointPlan
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.restore_context import PluginRestoreContext
@@ -60,9 +63,18 @@ def restore_dependencies(
     return core + list(plugin.dependencies(ctx, target))
 
 
+def point_context(
+    repo: Repository, plan: PointPlan, plugin: str, progress: Progress | None = None
+) -> PluginRestoreContext:
+    """The context a plugin replays ``plan`` from: its full's, with ``deltas`` and ``point`` set."""
+    deltas = [d.manifest for d in plan.deltas]
+    log.debug("restore: point %s from %s + %d delta(s)", plan.point.describe(), plan.base.backup_id, len(deltas))
+    return PluginRestoreContext(repo, plan.base.manifest, plugin, progress, deltas=deltas, point=plan.point)
+
+
 def run_restore(
     repo: Repository,
-    manifest: Manifest,
+    backup: Manifest | PointPlan,
     plugin: Plugin,
     target: Mapping[str, Any],
     *,
@@ -70,7 +82,13 @@ def run_restore(
     verify: bool = True,
     progress: Progress | None = None,
 ) -> RestoreOutcome:
-    ctx = PluginRestoreContext(repo, manifest, plugin.name, progress=progress)
+    """Restore ``plugin``'s artifacts of ``backup`` into ``target``, then verify it. ``backup`` is the
+    ``Manifest`` of the backup, or a ``PointPlan`` for the state at a point of a delta chain
+    (docs/store-format.md, "Delta chains"): the plugin then replays the plan's deltas onto its full."""
+    if isinstance(backup, PointPlan):
+        ctx = point_context(repo, backup, plugin.name, progress)
+    else:
+        ctx = PluginRestoreContext(repo, backup, plugin.name, progress=progress)
     if not ctx.artifacts:
         outcome = ctx.outcome
         if outcome is not None and outcome.status == "failed":

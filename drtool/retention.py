@@ -9,6 +9,11 @@ complete backup is always kept, and an empty policy keeps everything (forgetting
 Only complete backups fill the count rules: a partial backup (a plugin failed) must not take the daily
 slot of a complete one; partial backups stay only while ``keep_within`` or a tag covers them.
 Every decision carries its reasons, so `drtool prune --dry-run` can say why each backup stays.
+
+Delta chains (docs/retention.md, "Delta chains"): deltas never fill the count rules (fulls do). The
+newest chain's tip stays reachable (its newest full and the deltas after it), ``pitr_window`` keeps every
+point of that window reachable (per chain, the newest full at or before the window's start and every
+delta after it), and any delta kept for another reason keeps the full and deltas it is replayed from.
 """
 
 from __future__ import annotations
@@ -45,9 +50,15 @@ class RetentionPolicy(BaseModel):
     keep_monthly: int | None = Field(default=None, ge=0)
     keep_yearly: int | None = Field(default=None, ge=0)
     keep_tags: list[str] = Field(default_factory=lambda: list(DEFAULT_MILESTONE_TAGS))
+    pitr_window: Duration | None = None  # delta chains: every point this far back stays restorable
 
     def is_empty(self) -> bool:
-        return self.keep_within is None and all(getattr(self, f"keep_{rule}") is None for rule in ("last", *_BUCKETS))
+        rules = ("last", *_BUCKETS)
+        return (
+            self.keep_within is None
+            and self.pitr_window is None
+            and all(getattr(self, f"keep_{r}") is None for r in rules)
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +69,19 @@ class BackupRef:
     time: dt.datetime  # when the backup started (UTC)
     complete: bool = True
     tags: tuple[str, ...] = ()
+    link: ChainPosition | None = None  # set for backups of a delta chain
+
+
+@dataclasses.dataclass(frozen=True)
+class ChainPosition:
+    kind: str  # full | delta
+    base: str
+    seq: int
+    last_time: dt.datetime  # when the source was at the link's last position
+
+    @property
+    def is_delta(self) -> bool:
+        return self.kind == "delta"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +99,7 @@ def decide(backups: Sequence[BackupRef], policy: RetentionPolicy, now: dt.dateti
         for b in ordered:
             reasons[b.id].append("no retention policy: everything is kept")
         return _decisions(ordered, reasons)
-    complete = [b for b in ordered if b.complete]
+    complete = [b for b in ordered if b.complete and not (b.link and b.link.is_delta)]
     if complete:
         reasons[complete[0].id].append("newest complete backup of the set")
     for b in ordered:
@@ -97,7 +121,56 @@ def decide(backups: Sequence[BackupRef], policy: RetentionPolicy, now: dt.dateti
             if bucket not in seen:  # newest first, so the first backup met in a bucket is its newest
                 seen.add(bucket)
                 reasons[b.id].append(f"{rule} #{len(seen)} ({bucket})")
+    _chain_reasons(ordered, policy, now, reasons)
     return _decisions(ordered, reasons)
+
+
+def _chain_reasons(
+    ordered: list[BackupRef], policy: RetentionPolicy, now: dt.datetime, reasons: dict[str, list[str]]
+) -> None:
+    """Keep what restoring the newest point and every point of ``pitr_window`` replays, and what kept deltas need."""
+    chains: dict[str, list[BackupRef]] = {}
+    for b in ordered:
+        if b.link is not None:
+            chains.setdefault(b.link.base, []).append(b)
+    if not chains:
+        return
+    for links in chains.values():
+        # a folded full after the delta of its seq: that delta is what the fold replaces
+        links.sort(key=lambda b: (b.link.seq, not b.link.is_delta))  # type: ignore[union-attr]
+    newest = max(chains.values(), key=lambda links: links[-1].link.last_time)  # type: ignore[union-attr]
+    _keep_from(newest, None, "reaches the newest recovery point", reasons)
+    if policy.pitr_window is not None:
+        start = now - policy.pitr_window
+        window = f"PITR window {format_duration(policy.pitr_window)}"
+        for links in chains.values():
+            if links[-1].link.last_time >= start:  # type: ignore[union-attr]
+                _keep_from(links, start, window, reasons)
+    for links in chains.values():  # a delta kept by any rule keeps what it is replayed from
+        for i, b in enumerate(links):
+            if b.link.is_delta and reasons[b.id]:  # type: ignore[union-attr]
+                _keep_base_of(links[: i + 1], b.id, reasons)
+
+
+def _keep_from(links: list[BackupRef], start: dt.datetime | None, why: str, reasons: dict[str, list[str]]) -> None:
+    """Keep the newest full of the chain at or before ``start`` (None: the newest full) and everything after it."""
+    fulls = [i for i, b in enumerate(links) if not b.link.is_delta]  # type: ignore[union-attr]
+    if not fulls:
+        return
+    usable = [i for i in fulls if start is None or links[i].link.last_time <= start]  # type: ignore[union-attr]
+    first = usable[-1] if usable else fulls[0]
+    for b in links[first:]:
+        if why not in reasons[b.id]:
+            reasons[b.id].append(why)
+
+
+def _keep_base_of(links: list[BackupRef], delta_id: str, reasons: dict[str, list[str]]) -> None:
+    fulls = [i for i, b in enumerate(links) if not b.link.is_delta]  # type: ignore[union-attr]
+    if not fulls:
+        return
+    for b in links[fulls[-1] :]:
+        if not reasons[b.id]:
+            reasons[b.id].append(f"replayed to reach delta {delta_id}")
 
 
 def _decisions(ordered: list[BackupRef], reasons: dict[str, list[str]]) -> list[Decision]:

@@ -35,7 +35,7 @@ def test_plugin_keeps_the_contract(name: str) -> None:
 
 
 def test_every_contract_method_is_documented() -> None:
-    for method in ("discover", "backup", "restore", "verify", "dependencies", "diff"):
+    for method in ("discover", "backup", "restore", "verify", "dependencies", "diff", "follow", "fold"):
         assert f"def {method}(" in DOCS
 
 
@@ -48,6 +48,7 @@ def test_a_plugin_states_only_what_it_has() -> None:
 
     plugin = Minimal()
     assert isinstance(plugin, contract.Plugin) and not isinstance(plugin, contract.DiffSupport)
+    assert not isinstance(plugin, contract.FollowSupport)
     assert plugin.dependencies(None, {}) == [] and plugin.discover({}).counts == {}  # type: ignore[arg-type]
     assert plugin.lab is None
 
@@ -69,3 +70,21 @@ def test_diff_keeps_the_contract(name: str) -> None:
     for member in ("equal", "summary", "tables", "to_json"):
         assert hasattr(returned, member) or member in typing.get_type_hints(returned), (name, member)
     assert f"`{name}`" in DOCS.split("### diff", 1)[1], f"docs/plugins.md does not name {name} under diff"
+
+
+FOLLOWERS = sorted(name for name in BUILT_IN if isinstance(registry().plugins[name], contract.FollowSupport))
+
+
+def test_some_plugin_follows_a_log() -> None:
+    assert FOLLOWERS == ["etcd"]
+
+
+@pytest.mark.parametrize("name", FOLLOWERS)
+def test_follow_and_fold_keep_the_contract(name: str) -> None:
+    """``follow`` and ``fold`` take what ``FollowSupport`` says, and the docs name the plugin under them."""
+    plugin = registry().plugins[name]
+    for method in ("follow", "fold"):
+        expected = list(inspect.signature(getattr(contract.FollowSupport, method)).parameters)[1:]
+        assert list(inspect.signature(getattr(plugin, method)).parameters) == expected, (name, method)
+    documented = DOCS.split("### follow and fold", 1)[1].split("\n## ", 1)[0]
+    assert f"`{name}`" in documented, f"docs/plugins.md does not name {name} under follow and fold"

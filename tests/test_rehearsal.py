@@ -3,7 +3,6 @@ stopped while shipped plans are restored into fresh labs; restored systems are r
 
 from __future__ import annotations
 
-import collections
 import json
 import socket
 import subprocess
@@ -31,7 +30,7 @@ from drtool.rehearsal.isolation import isolate
 from drtool.rehearsal.rehearse import RehearsalOptions, rehearse
 from drtool.rehearsal.target import lab_plugins, seed_sources
 from drtool.repo.repository import Repository
-from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
+from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error, count_manifest_reads
 from tests.fixtures.kube import KubeLab
 
 PLANS = Path(__file__).resolve().parents[1] / "restore-plans"
@@ -273,15 +272,7 @@ def test_a_rehearsal_reads_each_manifest_once(source: Source, tmp_path: Path, mo
         "name: two-steps\nsteps:\n  - id: etcd-member\n    uses: etcd\n"
         "  - id: secrets\n    uses: vault\n    optional: true\n"
     )
-    reads: collections.Counter[str] = collections.Counter()
-    get = source.repo.backend.get
-
-    def counted(name: str, *args: object, **kwargs: object) -> bytes:
-        if name.startswith("manifests/"):
-            reads[name] += 1
-        return get(name, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(source.repo.backend, "get", counted)
+    reads = count_manifest_reads(source.repo, monkeypatch)
     options = RehearsalOptions(out_dir=tmp_path / "reports", labs_root=tmp_path)
     result = rehearse(load_plan(plan), source.repo, options)
     steps = {s["id"]: s["status"] for s in result.report["run"]["steps"]}

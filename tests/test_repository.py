@@ -82,7 +82,7 @@ def test_failed_artifact_leaves_no_visible_backup(repo: Repository) -> None:
 
 
 def test_flipped_byte_in_chunk_is_detected(repo: Repository) -> None:
-    manifest = _backup(repo, {"x": os.urandom(3 * 1024 * 1024)})
+    manifest = _backup(repo, {"x": os.urandom(9 * 1024 * 1024)})  # chunks are at most 4 MiB: at least three
     name = layout.chunk(manifest.artifacts[0].chunks[1][0])
     blob = bytearray(repo.backend.get(name))
     blob[len(blob) // 2] ^= 0x01

@@ -10,7 +10,7 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, SQLModel, create_engine, delete, select
 
 from drtool.catalog import runs as _runs  # its tables are created (and upgraded) with the others
-from drtool.catalog.models import ArtifactRow, BackupRow, StoreRow
+from drtool.catalog.models import ArtifactRow, BackupRow, ChainRow, StoreRow
 from drtool.errors import DrtoolError, UsageError
 from drtool.repo.manifest import Manifest, utc_now
 from drtool.repo.repository import Repository
@@ -70,6 +70,8 @@ class Catalog:
                 hostname=m.hostname,
             )
         )
+        if m.chain is not None:
+            session.merge(ChainRow(backup_id=m.id, kind=m.kind, **m.chain.model_dump()))
         session.exec(delete(ArtifactRow).where(ArtifactRow.backup_id == m.id))
         for a in m.artifacts:
             session.add(
@@ -111,6 +113,7 @@ class Catalog:
         query = select(BackupRow.id).where(BackupRow.store_id == store_id)
         targets = list(ids) if ids is not None else list(session.exec(query).all())
         if targets:
+            session.exec(delete(ChainRow).where(ChainRow.backup_id.in_(targets)))  # type: ignore[attr-defined]
             session.exec(delete(ArtifactRow).where(ArtifactRow.backup_id.in_(targets)))  # type: ignore[attr-defined]
             session.exec(delete(BackupRow).where(BackupRow.id.in_(targets)))  # type: ignore[attr-defined]
 
@@ -118,6 +121,12 @@ class Catalog:
         with Session(self.engine) as session:
             query = select(BackupRow).where(BackupRow.store_id == store_id).order_by(BackupRow.id)
             return list(session.exec(query).all())
+
+    def chain_links(self, store_id: str) -> dict[str, ChainRow]:
+        """Chain positions of the store's backups that have one, by backup id."""
+        with Session(self.engine) as session:
+            query = select(ChainRow).join(BackupRow).where(BackupRow.store_id == store_id)
+            return {row.backup_id: row for row in session.exec(query).all()}
 
     def artifacts(self, backup_id: str) -> list[ArtifactRow]:
         with Session(self.engine) as session:

@@ -34,6 +34,23 @@ class ArtifactRow(SQLModel, table=True):
     sensitive: bool = False
 
 
+class ChainRow(SQLModel, table=True):
+    """A backup's place in a delta chain (docs/store-format.md, "Delta chains"); only backups that have one.
+
+    Its own table, so a catalog created before chains existed gains it without a migration."""
+
+    __tablename__ = "chain_links"
+    backup_id: str = Field(primary_key=True, foreign_key="backups.id")
+    plugin: str
+    kind: str  # full | delta
+    base: str = Field(index=True)
+    seq: int
+    first: int | None = None
+    last: int
+    first_time: str | None = None
+    last_time: str
+
+
 class StoreRow(SQLModel, table=True):
     __tablename__ = "stores"
     store_id: str = Field(primary_key=True)

@@ -12,6 +12,7 @@ from drtool.cli import (
     catalog_cmds,
     demo_cmd,
     diff_cmd,
+    follow_cmds,
     independence_cmd,
     key_cmds,
     lab_cmds,
@@ -85,6 +86,7 @@ prune_cmd.register(app)
 app.add_typer(plan_cmds.app, name="plan")
 app.add_typer(runs_cmds.app, name="runs")
 rehearse_cmd.register(app)
+follow_cmds.register(app)
 
 
 def main() -> None:

@@ -28,6 +28,7 @@ from drtool.plans.schema import Plan, format_duration
 from drtool.plans.source import find_backup
 from drtool.plans.validate import check_file
 from drtool.plugin.manager import load_plugins
+from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 
 app = typer.Typer(help="Check and show restore plans (docs/plans.md).", no_args_is_help=True)
@@ -159,7 +160,8 @@ def restore_with_plan(
     loaded = load_checked(plan_file, values)
     plan = loaded.require()
     repo = open_plan_repo(ctx, plan)
-    manifest = repo.find_backup(backup_ref) if backup_ref else find_backup(repo, plan.source)
+    read: list[Manifest] = []  # what choosing the backup read: a step restoring a point does not read it again
+    manifest = repo.find_backup(backup_ref, read) if backup_ref else find_backup(repo, plan.source, read=read)
     if dry:
         print_dry_run(plan, manifest.id, dry_run(loaded, repo, manifest), as_json)
         return
@@ -173,6 +175,7 @@ def restore_with_plan(
             loaded,
             repo,
             manifest,
+            read=read,
             catalog=catalog,
             values_path=values,
             done_before=previous.done_before if previous else None,

@@ -152,7 +152,7 @@ def list_sets(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json"
             newest[row.backup_set] = row.started
     rows = []
     for name, bset in sets.items():
-        nxt = stored.get(name) or trigger_for(bset).get_next_fire_time(None, now)
+        nxt = None if bset.follow is not None else stored.get(name) or trigger_for(bset).get_next_fire_time(None, now)
         last = history.last(name)
         age = (now - dt.datetime.fromisoformat(newest[name])).total_seconds() if name in newest else None
         objective = bset.rpo.total_seconds() if bset.rpo else None

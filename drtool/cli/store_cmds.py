@@ -17,6 +17,7 @@ from drtool.config import passphrase_from_env
 from drtool.crypto.slots import new_keyfile_text
 from drtool.errors import IntegrityError, PartialBackup, SourceError, UsageError
 from drtool.plugin.manager import get_plugin, load_plugins
+from drtool.repo.chains import find_point
 from drtool.repo.check import check as check_store
 from drtool.repo.repository import Repository
 from drtool.repo.writer import DEFAULT_LOCK_WAIT
@@ -118,20 +119,37 @@ def backup(
         raise PartialBackup(f"backup {manifest.id} is partial: {failed}", "fix the failing source and back up again")
 
 
-def list_backups(ctx: typer.Context, as_json: JsonOpt = False) -> None:
-    """List the store's backups (the catalog is synced from the store first)."""
+def list_backups(
+    ctx: typer.Context,
+    deltas: Annotated[bool, typer.Option("--deltas", help="Also list every delta of delta chains.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the store's backups (the catalog is synced from the store first); a chain's deltas are counted
+    on the full before them unless --deltas."""
+    from drtool.catalog.listing import backup_listing, chain_text  # SQLModel: only `list` pays its import
+
     app = state(ctx)
     repo = app.open_repo()
     catalog = app.open_catalog()
     catalog.sync(repo)
-    rows = catalog.backups(repo.config.store_id)
+    store_id = repo.config.store_id
+    entries = backup_listing(catalog.backups(store_id), catalog.chain_links(store_id), with_deltas=deltas)
     if as_json:
-        print_json([r.model_dump() for r in rows])
+        print_json(entries)
         return
-    table = Table("id", "finished", "status", "plugins", "size", "stored")
-    for r in rows:
-        status = r.status if not r.failed_plugins else f"{r.status} ({r.failed_plugins} failed)"
-        table.add_row(r.id, r.finished[:19], status, r.plugins, human_bytes(r.size), human_bytes(r.bytes_stored))
+    table = Table("id", "finished", "status", "plugins", "size", "stored", "chain")
+    for e in entries:
+        status = e["status"] if not e["failed_plugins"] else f"{e['status']} ({e['failed_plugins']} failed)"
+        stored = e["bytes_stored"] + ((e["chain"] or {}).get("deltas") or {}).get("bytes_stored", 0)
+        table.add_row(
+            e["id"],
+            e["finished"][:19],
+            status,
+            e["plugins"],
+            human_bytes(e["size"]),
+            human_bytes(stored),
+            chain_text(e),
+        )
     console.print(table)
 
 
@@ -226,9 +244,15 @@ def restore(
     approver: Annotated[
         str | None, typer.Option("--approver", help="The name approvals are recorded under (default: the OS user).")
     ] = None,
+    at: Annotated[
+        str | None,
+        typer.Option("--at", help="Point in time of a delta chain: a revision, a time (UTC) or 'latest'."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Restore a backup into a target. Example: drtool restore latest -p etcd -t data_dir=/var/lib/etcd-2
+
+    Point in time (chains written by `drtool follow`): drtool restore latest -p etcd --at 2026-12-01T14:05:00Z
 
     With a plan: drtool restore --plan restore-plans/full-cluster-rebuild.yaml [--dry-run] [--approve STEP]"""
     if plan or resume:
@@ -248,9 +272,10 @@ def restore(
         if namespace_map:
             parse_pairs(namespace_map, "namespace-map")  # each must be A=B
             options["namespace_map"] = ",".join(namespace_map)
+        backup = repo.find_backup(backup_id) if at is None else find_point(repo, plugin, backup_id, at)
         outcome = run_restore(
             repo,
-            repo.find_backup(backup_id),
+            backup,
             get_plugin(plugin),
             parse_pairs(target, "target"),
             options=options,

@@ -19,7 +19,7 @@ import queue
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -37,6 +37,7 @@ from drtool.plans.steps import skip_reason, step_target
 from drtool.plans.validate import ensure_valid
 from drtool.plugin.manager import load_plugins
 from drtool.progress import Progress, Task
+from drtool.repo.chains import ChainReader
 from drtool.repo.manifest import Manifest, utc_now
 from drtool.repo.repository import Repository
 
@@ -98,6 +99,7 @@ class Executor:
         repo: Repository,
         manifest: Manifest,
         *,
+        read: Sequence[Manifest] = (),
         overrides: Mapping[str, Mapping[str, Any]] | None = None,
         catalog: Catalog | None = None,
         kind: str = "restore",
@@ -129,6 +131,9 @@ class Executor:
         self._t0 = time.monotonic()
         self._started: set[str] = set()  # steps the watcher was told about
         self._events: queue.Queue[Event] = queue.Queue()
+        # steps restoring a point (`with: {at: ...}`) find it here; ``read``: the manifests the caller read
+        # while choosing ``manifest`` (``find_backup(..., read=...)``), which are then not read again
+        self._chains = ChainReader(repo, [manifest, *read])
 
     def now(self) -> float:
         return time.monotonic() - self._t0
@@ -333,7 +338,12 @@ class Executor:
     def _attempt(self, step: Step, target: Mapping[str, Any], result: StepResult) -> str | None:
         """One restore + verify in the step's own process, bounded by its timeout; the error, or None."""
         guard = self.watcher.for_step_processes() if self.watcher else None
-        job = StepJob.of(self.repo, self.manifest, step.id, step.uses, dict(target), dict(step.with_), guard)
+        at = step.with_.get("at")  # a point of the delta chain the plan's backup belongs to (docs/plugins.md)
+        try:
+            backup = self.manifest if at is None else self._chains.find_point(step.uses, self.manifest, at)
+        except DrtoolError as exc:
+            return exc.one_line()
+        job = StepJob.of(self.repo, backup, step.id, step.uses, dict(target), dict(step.with_), guard)
         result.progress_done, result.progress_total = 0, None
         tasks: dict[int, Task | None] = {}
         timeout = step.timeout.total_seconds() if step.timeout else None
@@ -351,6 +361,7 @@ class Executor:
             return outcome.error
         assert outcome.result is not None
         result.changed, result.summary = outcome.result.changed, outcome.result.summary
+        result.recovery_point = str(outcome.result.details.get("recovery_point") or "")
         result.checks = list(outcome.checks)
         result.log += [f"check {'ok' if c.ok else 'FAILED'}: {c.name} {c.detail}".rstrip() for c in outcome.checks]
         failed = [c.name for c in outcome.checks if not c.ok]

@@ -43,6 +43,7 @@ class StepResult:
     checks: list[Check] = dataclasses.field(default_factory=list)
     log: list[str] = dataclasses.field(default_factory=list)
     refused_connections: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    recovery_point: str = ""  # source time of the restored state, when the plugin reports it (a PITR)
     approval: Approval | None = None
     progress_done: int = 0  # what the step's restore reported so far (bytes, objects): for the live view only
     progress_total: int | None = None

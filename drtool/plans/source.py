@@ -18,32 +18,39 @@ def backup_time(backup_id: str) -> dt.datetime:
 def resolve_backup(repo: Repository, source: Source, override: str | None = None) -> str:
     """The backup id ``source`` (or ``override``, a backup reference from the command line) names.
 
-    With ``backup-set``, only backups of that set count (their manifests are read, newest first).
+    ``latest`` and ``latest-before`` read manifests newest first: deltas of a chain never count, and with
+    ``backup-set`` only backups of that set do.
     """
     return _choose(repo, source, override)[0]
 
 
-def find_backup(repo: Repository, source: Source, override: str | None = None) -> Manifest:
-    """The manifest of the backup ``resolve_backup`` names, read once: a run passes it on by value."""
-    backup_id, manifest = _choose(repo, source, override)
-    return manifest or repo.get_manifest(backup_id)
+def find_backup(
+    repo: Repository, source: Source, override: str | None = None, read: list[Manifest] | None = None
+) -> Manifest:
+    """The manifest of the backup ``resolve_backup`` names, read once: a run passes it on by value. Every
+    manifest read while choosing goes to ``read`` when given (``Repository.find_backup`` says why)."""
+    backup_id, manifest = _choose(repo, source, override, read)
+    return manifest or repo.find_backup(backup_id, read)
 
 
-def _choose(repo: Repository, source: Source, override: str | None) -> tuple[str, Manifest | None]:
-    """The backup id, and its manifest when choosing it meant reading it (a backup set's filter)."""
+def _choose(
+    repo: Repository, source: Source, override: str | None, read: list[Manifest] | None = None
+) -> tuple[str, Manifest | None]:
+    """The backup id, and its manifest when choosing it meant reading it (``latest``, ``latest-before``)."""
     ref = override or source.backup
     if isinstance(ref, str) and ref != "latest":
         return repo.resolve(ref), None
     before = ref.latest_before if isinstance(ref, LatestBefore) else None
     if before is not None and before.tzinfo is None:
         before = before.replace(tzinfo=dt.UTC)
-    for backup_id in reversed(repo.backup_ids()):
-        if before is not None and backup_time(backup_id) >= before:
-            continue
-        manifest = repo.get_manifest(backup_id) if source.backup_set else None
-        if manifest is not None and manifest.backup_set != source.backup_set:
-            continue
-        return backup_id, manifest
+    candidates = [i for i in repo.backup_ids() if before is None or backup_time(i) < before]
+    manifest = repo.newest_manifest(
+        candidates,  # a delta is restored through its chain's full (`--at`), never alone
+        lambda m: not m.is_delta and (not source.backup_set or m.backup_set == source.backup_set),
+        read,
+    )
+    if manifest is not None:
+        return manifest.id, manifest
     wanted = " ".join(
         part
         for part in (

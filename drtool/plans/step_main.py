@@ -110,7 +110,13 @@ def restore(job: StepJob, channel: Channel) -> dict[str, Any]:
             repo, job.manifest, load_one(job.plugin), job.target, options=job.options, progress=RelayProgress(channel)
         )
     checks = [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in outcome.checks]
-    return {"changed": outcome.result.changed, "summary": outcome.result.summary, "checks": checks}
+    recovery_point = outcome.result.details.get("recovery_point")
+    return {
+        "changed": outcome.result.changed,
+        "summary": outcome.result.summary,
+        "details": {"recovery_point": str(recovery_point)} if recovery_point else {},
+        "checks": checks,
+    }
 
 
 def main() -> None:

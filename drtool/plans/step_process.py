@@ -46,6 +46,7 @@ from typing import IO, Any, Protocol
 from drtool.config import CREDENTIAL_ENV
 from drtool.crypto.slots import KeySlot
 from drtool.plugin.contract import Check, RestoreResult
+from drtool.repo.chains import PointPlan
 from drtool.repo.config import StoreConfig
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
@@ -70,7 +71,7 @@ class StepJob:
 
     step_id: str
     plugin: str
-    manifest: Manifest
+    manifest: Manifest | PointPlan  # the backup, or the point of a delta chain a step restores
     target: dict[str, Any]
     options: dict[str, Any]
     store_url: str
@@ -85,7 +86,7 @@ class StepJob:
     def of(
         cls,
         repo: Repository,
-        manifest: Manifest,
+        manifest: Manifest | PointPlan,
         step_id: str,
         plugin: str,
         target: dict[str, Any],
@@ -217,7 +218,7 @@ def _read_events(fd: int, on_event: Callable[[Event], None], outcome: AttemptOut
                 continue
             if "result" in message:
                 done = message["result"]
-                outcome.result = RestoreResult(bool(done["changed"]), str(done["summary"]))
+                outcome.result = RestoreResult(bool(done["changed"]), str(done["summary"]), done.get("details") or {})
                 outcome.checks = [Check(c["name"], bool(c["ok"]), c.get("detail", "")) for c in done["checks"]]
             elif "error" in message:
                 outcome.error, outcome.traceback = str(message["error"]), str(message.get("traceback") or "")

@@ -4,7 +4,8 @@ A plugin knows one kind of source (etcd, the Kubernetes API, MLflow, ...). It ne
 it writes named artifacts through ``BackupContext.artifact`` and reads them back through
 ``RestoreContext.open``, both streaming, so no artifact is ever held whole in memory or on temp disk.
 
-Contract version 1 (``previous_artifacts``, ``reuse`` and ``discard`` were added compatibly).
+Contract version 1 (``previous_artifacts``, ``reuse`` and ``discard``, and for continuous backup the
+optional ``follow``/``fold`` hooks and ``RestoreContext.deltas``/``point``, were added compatibly).
 Rules every plugin keeps (checked by tests/test_plugin_contract.py):
 - ``backup`` raises ``drtool.errors.SourceError`` (one line, with a hint) when its source fails; the core
   then marks the backup partial and keeps the other plugins' artifacts.
@@ -16,21 +17,69 @@ Rules every plugin keeps (checked by tests/test_plugin_contract.py):
 
 A plugin subclasses ``BasePlugin`` and states only what it has: ``backup``, ``restore`` and ``verify``
 always; ``discover``, ``dependencies`` and ``lab`` when it has something to say; ``diff`` (``DiffSupport``)
-when it can compare a backup with a live system. Hooks may be methods or module functions bound with
+when it can compare a backup with a live system; ``follow`` and ``fold`` (``FollowSupport``) when it can
+back its source up continuously, as a chain of a full and deltas. Hooks may be methods or module functions bound with
 ``staticmethod``, as long as their parameters are named as here (tests/test_plugin_contract.py checks).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+import datetime as dt
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from drtool.errors import UsageError
 
 if TYPE_CHECKING:
     from drtool.lab.lab import Lab
 
 CONTRACT_VERSION = 1
+LATEST = "latest"
+
+
+def parse_time(text: str) -> dt.datetime:
+    """An ISO 8601 / RFC 3339 time as an aware UTC datetime (a time without offset is taken as UTC)."""
+    moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment.astimezone(dt.UTC) if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """Where to restore to: a log position (etcd revision), a time, or the newest point the store holds."""
+
+    position: int | None = None
+    time: dt.datetime | None = None
+
+    @property
+    def latest(self) -> bool:
+        return self.position is None and self.time is None
+
+    @classmethod
+    def parse(cls, text: str | int) -> Point:
+        """``latest``, an integer (a position: an etcd revision), or an RFC 3339 / ISO 8601 time (UTC if
+        no offset is given)."""
+        raw = str(text).strip()
+        if raw == LATEST:
+            return cls()
+        if raw.isdigit():
+            return cls(position=int(raw))
+        try:
+            return cls(time=parse_time(raw))
+        except ValueError:
+            raise UsageError(
+                f"--at {raw!r} is neither a revision, a time nor 'latest'",
+                "for example --at 18342, --at 2026-12-01T14:05:00Z or --at latest",
+            ) from None
+
+    def describe(self) -> str:
+        if self.position is not None:
+            return f"revision {self.position}"
+        return f"{self.time:%Y-%m-%dT%H:%M:%SZ}" if self.time else LATEST
+
+    def to_json(self) -> dict[str, object]:
+        return {"position": self.position, "time": f"{self.time:%Y-%m-%dT%H:%M:%S.%fZ}" if self.time else None}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +189,11 @@ class RestoreContext(Protocol):
 
     def progress(self, description: str, total: int | None = None) -> Any: ...
 
+    # A point-in-time restore (``--at``) of a delta chain (docs/store-format.md, "Delta chains") is handed the
+    # context of the full backup it starts from, with these set; a plain restore has no deltas and no point.
+    deltas: Sequence[RestoreContext]  # the chain's deltas to replay, in order, each with its own artifacts
+    point: Point | None  # the point asked for (``Point()`` is the newest the chain holds)
+
 
 @runtime_checkable
 class Plugin(Protocol):
@@ -206,12 +260,72 @@ class DiffSupport(Protocol):
     def diff(self, ctx: RestoreContext, target: Mapping[str, Any]) -> DiffResult: ...
 
 
+@dataclasses.dataclass(frozen=True)
+class Span:
+    """The positions (etcd revisions) and source times a chain link holds; ``first`` is None for a full."""
+
+    first: int | None
+    last: int
+    first_time: str | None
+    last_time: str
+
+
+WriteLink = Callable[[BackupContext], tuple[Mapping[str, Any], Span]]  # writes a link's artifacts: (meta, span)
+
+
+class FollowContext(Protocol):
+    """What the core gives a plugin's ``follow`` hook: where the chain stands and how to add links to it.
+
+    Each link is an ordinary backup (manifest written last), so a follower killed at any moment leaves the
+    chain at its last durable link; ``tip`` tells the next run where to continue.
+    """
+
+    backup_set: str
+    options: Mapping[str, Any]
+
+    def stopping(self) -> bool:
+        """True once SIGTERM/SIGINT arrived: write what is buffered and return."""
+        ...
+
+    def tip(self) -> Any:
+        """The newest link of this plugin's chains in the set, or None: ``.link`` (``drtool.repo.chains.Link``)
+        and ``.meta`` (what the plugin returned for it)."""
+        ...
+
+    def write_full(self, write: WriteLink) -> Any:
+        """Start a new chain: ``write`` writes a full backup; returns the new tip."""
+        ...
+
+    def write_delta(self, after: Any, write: WriteLink) -> Any:
+        """Add the link after the tip ``after``: ``write`` writes the delta's artifacts; returns the new tip."""
+        ...
+
+
+@runtime_checkable
+class FollowSupport(Protocol):
+    """Optional, as a plugin's ``follow`` and ``fold`` methods: continuous backup of a source with a log.
+
+    `drtool follow` runs ``follow``; `drtool compact` runs ``fold``; a restore with ``--at`` hands the
+    plugin's ``restore`` and ``verify`` a context with ``deltas`` and ``point`` set. A plugin without them
+    is refused by those commands with a usage error (docs/plugins.md, "follow and fold").
+    """
+
+    def follow(self, source: Mapping[str, Any], ctx: FollowContext) -> None:
+        """Back up continuously until ``ctx.stopping()``: a full, then deltas (docs/etcd.md)."""
+        ...
+
+    def fold(self, ctx: RestoreContext, out: BackupContext, options: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Write into ``out`` a full backup equal to ``ctx`` (a full) with ``ctx.deltas`` replayed; return its meta."""
+        ...
+
+
 class BasePlugin:
     """Defaults for the optional hooks, so a plugin states only what it has.
 
     Subclass it, set ``name`` and ``description``, and give ``backup``, ``restore`` and ``verify``
     (``Plugin`` says what they take and return). ``discover`` and ``dependencies`` default to having
-    nothing to report, ``lab`` to no lab support.
+    nothing to report, ``lab`` to no lab support; ``diff``, ``follow`` and ``fold`` are absent unless the
+    plugin has them (``DiffSupport``, ``FollowSupport``), and the commands that need them refuse it then.
     """
 
     name: str

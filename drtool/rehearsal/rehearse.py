@@ -101,10 +101,16 @@ def source_domain(manifest: Manifest, source_lab: Lab | None) -> FailureDomain:
     return FailureDomain(facts, {**base.evidence, **evidence})
 
 
-def rpo(manifest: Manifest, plugins: list[str], failure_time: dt.datetime) -> dict[str, float]:
-    """Seconds of state lost per plugin: failure time minus when that plugin's backup finished."""
+def rpo(
+    manifest: Manifest, plugins: list[str], failure_time: dt.datetime, points: dict[str, str] | None = None
+) -> dict[str, float]:
+    """Seconds of state lost per plugin: failure time minus when that plugin's backup finished, or minus the
+    recovery point its restore reported (a point-in-time restore from deltas: the newest replayed change)."""
+    points = points or {}
     return {
-        name: round((failure_time - _parse_time(manifest.plugins[name].finished)).total_seconds(), 3)
+        name: round(
+            (failure_time - _parse_time(points.get(name) or manifest.plugins[name].finished)).total_seconds(), 3
+        )
         for name in plugins
         if name in manifest.plugins
     }
@@ -129,7 +135,8 @@ def rehearse(
     phases: dict[str, float] = {}  # drtool's own time (plan, analysis, report) next to the restore's
     clock = time.monotonic()
     plan = ensure_valid(loaded)
-    manifest = find_backup(repo, plan.source, options.backup)  # read once, passed by value from here on
+    read: list[Manifest] = []  # each manifest read once: passed by value from here on
+    manifest = find_backup(repo, plan.source, options.backup, read)
     backup_id = manifest.id
     installed = load_plugins()
     running = [(s, installed[s.uses]) for s in plan.steps if skip_reason(s, manifest, installed) is None]
@@ -158,6 +165,7 @@ def rehearse(
                     loaded,
                     repo,
                     manifest,
+                    read=read,
                     overrides=target.overrides,
                     catalog=catalog,
                     kind="rehearsal",
@@ -212,7 +220,8 @@ def build_report(
     """The report dict drtool.report renders (its shape is documented in docs/rehearsal.md)."""
     plan = run.plan
     ran = [s.uses for s in run.steps.values() if s.status == "ok"]
-    per_plugin = rpo(manifest, list(dict.fromkeys(ran)), failure_time)
+    points = {s.uses: s.recovery_point for s in run.steps.values() if s.status == "ok" and s.recovery_point}
+    per_plugin = rpo(manifest, list(dict.fromkeys(ran)), failure_time, points)
     rpo_s = max(per_plugin.values()) if per_plugin else None
     rto_objective = plan.objectives.rto.total_seconds() if plan.objectives.rto else None
     rpo_objective = plan.objectives.rpo.total_seconds() if plan.objectives.rpo else None

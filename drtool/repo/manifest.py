@@ -44,6 +44,22 @@ class PluginOutcome(BaseModel):
     meta: dict[str, Any] = Field(default_factory=dict)
 
 
+class ChainLink(BaseModel):
+    """Where a backup sits in a chain of continuous backups (docs/store-format.md, "Delta chains").
+
+    Positions are the plugin's own log positions (etcd: revisions); the core only compares them.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+    plugin: str
+    base: str  # backup id of the chain's first full backup (itself, for that backup)
+    seq: int  # 0 for the first full; deltas count up from 1; a folded full carries the seq it folds through
+    first: int | None = None  # first position a delta holds (None for a full)
+    last: int  # last position held (a full: the position its snapshot is at, or a lower bound of it)
+    first_time: str | None = None
+    last_time: str  # when the source was at ``last`` (RFC 3339 UTC)
+
+
 class Manifest(BaseModel):
     model_config = ConfigDict(extra="ignore")  # newer optional fields are skipped by older readers
     version: int = MANIFEST_VERSION
@@ -60,6 +76,12 @@ class Manifest(BaseModel):
     artifacts: list[ArtifactEntry] = Field(default_factory=list)
     failure_domain: dict[str, Any] = Field(default_factory=dict)
     stats: dict[str, int] = Field(default_factory=dict)
+    kind: str = "full"  # "full" or "delta"; absent in older manifests (= full); added without a version bump
+    chain: ChainLink | None = None
+
+    @property
+    def is_delta(self) -> bool:
+        return self.kind == "delta"
 
     def encode(self) -> bytes:
         return zstandard.ZstdCompressor(level=6).compress(self.model_dump_json().encode())

@@ -9,7 +9,8 @@ restore is ``drtool.repo.restore_context.PluginRestoreContext(repo, manifest, pl
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import zstandard
 
@@ -182,12 +183,10 @@ class Repository:
         return manifest
 
     def resolve(self, ref: str) -> str:
-        """A backup id from an id, a unique id prefix, or ``latest``."""
-        ids = self.backup_ids()
+        """A backup id from an id, a unique id prefix, or ``latest`` (see ``find_backup``)."""
         if ref == "latest":
-            if not ids:
-                raise NotFound(f"store {self.backend.url} holds no backups yet", "run `drtool backup` first")
-            return ids[-1]
+            return self.find_backup(ref).id
+        ids = self.backup_ids()
         matches = [i for i in ids if i.startswith(ref)]
         if len(matches) == 1:
             return matches[0]
@@ -195,9 +194,46 @@ class Repository:
             raise NotFound(f"backup {ref} not found in store {self.backend.url}", "see `drtool list`")
         raise UsageError(f"{ref!r} matches {len(matches)} backups", "give more of the id")
 
-    def find_backup(self, ref: str) -> Manifest:
-        """The manifest of the backup ``ref`` names (see ``resolve``): read once, then passed by value."""
-        return self.get_manifest(self.resolve(ref))
+    def find_backup(self, ref: str, read: list[Manifest] | None = None) -> Manifest:
+        """The manifest of the backup ``ref`` names (see ``resolve``): read once, then passed by value.
+
+        ``latest`` is the newest *full* backup: a delta of a chain is restored through its chain's full
+        (``--at``, docs/store-format.md "Delta chains"), never alone. Finding it reads manifests from the
+        newest until one is not a delta; every manifest read is appended to ``read`` when given, so a run
+        that needs the newer ones too (a point of a delta chain) does not read them again."""
+        if ref != "latest":
+            manifest = self.get_manifest(self.resolve(ref))
+            if read is not None:
+                read.append(manifest)
+            return manifest
+        newest = self.newest_manifest(self.backup_ids(), lambda m: not m.is_delta, read)
+        if newest is None:
+            raise NotFound(f"store {self.backend.url} holds no backups yet", "run `drtool backup` first")
+        return newest
+
+    def newest_manifest(
+        self, ids: list[str], accept: Callable[[Manifest], bool], read: list[Manifest] | None = None
+    ) -> Manifest | None:
+        """The newest manifest of ``ids`` that ``accept`` takes (``manifests_newest_first``)."""
+        return next((m for m in self.manifests_newest_first(ids, read=read) if accept(m)), None)
+
+    def manifests_newest_first(
+        self, ids: list[str], batch: int = 32, read: list[Manifest] | None = None
+    ) -> Iterator[Manifest]:
+        """Manifests of ``ids`` from the newest, read in parallel in growing batches (1, 2, 4, ... ``batch``),
+        each once; every manifest read (also those read ahead of the one the caller stops at) goes to ``read``.
+
+        The newest manifest is usually the one wanted, so it is read alone; a follower's deltas can make the
+        newest full backup hundreds of manifests old, so the batches then grow to read those in parallel."""
+        ordered = ids[::-1]
+        with ThreadPoolExecutor(max_workers=min(batch, 16)) as pool:
+            start, size = 0, 1
+            while start < len(ordered):
+                manifests = list(pool.map(self.get_manifest, ordered[start : start + size]))
+                if read is not None:
+                    read.extend(manifests)
+                yield from manifests
+                start, size = start + size, min(2 * size, batch)
 
     def delete_manifest(self, backup_id: str) -> None:
         self.backend.delete(layout.manifest(backup_id))

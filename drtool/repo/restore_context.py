@@ -1,15 +1,19 @@
-"""The ``RestoreContext`` a plugin sees: its artifacts of one backup, opened as verified streams."""
+"""The ``RestoreContext`` a plugin sees: its artifacts of one backup, opened as verified streams.
+
+For a point-in-time restore of a delta chain it is the context of the full the restore starts from, with a
+context for each delta to replay (``deltas``) and the ``point`` asked for; their manifests come resolved.
+"""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from drtool.config import DEFAULT_WORKERS
 from drtool.errors import IntegrityError, NotFound
-from drtool.plugin.contract import ArtifactInfo
+from drtool.plugin.contract import ArtifactInfo, Point
 from drtool.progress import NullProgress, Progress
 from drtool.repo.manifest import Manifest
 from drtool.repo.reader import ArtifactReader
@@ -24,6 +28,9 @@ class PluginRestoreContext:
         plugin: str,
         progress: Progress | None = None,
         workers: int = DEFAULT_WORKERS,
+        *,
+        deltas: Sequence[Manifest] = (),
+        point: Point | None = None,
     ) -> None:
         self.repo = repo
         self.manifest = manifest
@@ -37,6 +44,8 @@ class PluginRestoreContext:
         self.outcome = manifest.plugins.get(plugin)
         self._progress = progress or NullProgress()
         self._workers = workers
+        self.deltas = [PluginRestoreContext(repo, d, plugin, progress, workers) for d in deltas]
+        self.point = point
 
     @property
     def plugin_meta(self) -> dict[str, Any]:
@@ -61,14 +70,16 @@ class PluginRestoreContext:
         return self._progress.task(f"{self.plugin}: {description}", total)
 
     def preflight(self) -> None:
-        """Before a restore touches its target: every chunk of this plugin's artifacts is in the store."""
-        ids = {cid for entry in self._entries.values() for cid, _ in entry.chunks}
+        """Before a restore touches its target: every chunk of this plugin's artifacts is in the store,
+        and of the deltas a point-in-time restore will replay."""
+        needed = {cid: c.backup_id for c in (self, *self.deltas) for e in c._entries.values() for cid, _ in e.chunks}
         with ThreadPoolExecutor(max_workers=self._workers) as pool:
-            futures = {pool.submit(self.repo.has_chunk, cid): cid for cid in ids}
+            futures = {pool.submit(self.repo.has_chunk, cid): cid for cid in needed}
             missing = [futures[f] for f in as_completed(futures) if not f.result()]
         if missing:
+            where = sorted({needed[cid] for cid in missing})
             raise IntegrityError(
-                f"backup {self.backup_id} is missing {len(missing)} chunk(s) of plugin {self.plugin}; "
+                f"backup {', '.join(where[:3])} is missing {len(missing)} chunk(s) of plugin {self.plugin}; "
                 "nothing was restored",
                 "restore an older backup, and run `drtool check` to see the damage",
             )

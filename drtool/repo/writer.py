@@ -24,7 +24,7 @@ from drtool.progress import NullProgress, Progress
 from drtool.repo.chunk_index import ChunkIndex
 from drtool.repo.chunker import StreamChunker
 from drtool.repo.lock import DEFAULT_TTL, acquire
-from drtool.repo.manifest import ArtifactEntry, Manifest, PluginOutcome, new_backup_id, utc_now
+from drtool.repo.manifest import ArtifactEntry, ChainLink, Manifest, PluginOutcome, new_backup_id, utc_now
 from drtool.repo.repository import Repository
 
 DEFAULT_LOCK_WAIT = 300.0  # a prune holding the store exclusively usually finishes within minutes
@@ -197,6 +197,8 @@ class BackupSession:
         self.outcomes: dict[str, PluginOutcome] = {}
         self.failure_domain: dict[str, Any] = {}
         self.stats = Stats()
+        self.kind = "full"  # continuous backups (drtool/follow.py) set these two before commit
+        self.chain: ChainLink | None = None
         self.progress = progress or NullProgress()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-chunk")
         self._slots = threading.BoundedSemaphore(2 * workers)
@@ -234,7 +236,12 @@ class BackupSession:
                         break  # ids sort by their start second; within one second, by finish time below
                     manifest = self.repo.get_manifest(backup_id)
                     outcome = manifest.plugins.get(plugin)
-                    usable = manifest.backup_set == self.backup_set and outcome is not None and outcome.status == "ok"
+                    usable = (
+                        manifest.backup_set == self.backup_set
+                        and not manifest.is_delta
+                        and outcome is not None
+                        and outcome.status == "ok"
+                    )
                     if usable and (best is None or manifest.finished > best.finished):
                         best = manifest
                 self._previous[plugin] = {a.name: a for a in best.artifacts_of(plugin)} if best else {}
@@ -303,6 +310,8 @@ class BackupSession:
             artifacts=self.artifacts,
             failure_domain=self.failure_domain,
             stats=dict(self.stats.values),
+            kind=self.kind,
+            chain=self.chain,
         )
         self.repo.backend.sync()  # every chunk durable before the manifest that names them
         self.lock.check()  # a lost lock means a prune may have run: publish nothing

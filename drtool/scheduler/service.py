@@ -85,9 +85,12 @@ class SchedulerService:
     def _sync_jobs(self) -> None:
         """One job per configured set; removed sets lose their job; an unchanged schedule keeps its next run."""
         stored = {job.id: job for job in self.scheduler.get_jobs()}
-        for job_id in stored.keys() - self.runner.sets.keys():
+        scheduled = {name for name, bset in self.runner.sets.items() if bset.follow is None}
+        for job_id in stored.keys() - scheduled:
             self.scheduler.remove_job(job_id)
         for name, bset in self.runner.sets.items():
+            if bset.follow is not None:
+                continue  # its follower runs it (`drtool follow --set NAME`), not a trigger
             trigger = trigger_for(bset)
             options: dict[str, Any] = {}
             old = stored.get(name)

@@ -28,6 +28,9 @@ class BackupSet(BaseModel):
     rpo: Duration | None = None  # objective: the newest successful backup should never be older than this
     retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
     tags: list[str] = Field(default_factory=list)
+    # continuous backup (`drtool follow --set NAME`, docs/etcd.md): the plugin's follow options, e.g.
+    # {period: 20}; such a set has no cron/interval and the scheduler leaves it to its follower
+    follow: dict[str, Any] | None = None
 
     @field_validator("cron")
     @classmethod
@@ -40,6 +43,10 @@ class BackupSet(BaseModel):
 
     @model_validator(mode="after")
     def _one_schedule(self) -> BackupSet:
+        if self.follow is not None:
+            if self.cron is not None or self.interval is not None or len(self.plugins) != 1:
+                raise ValueError("a `follow` set has one plugin and no `cron` or `interval`")
+            return self
         if (self.cron is None) == (self.interval is None):
             raise ValueError("give exactly one of `cron` or `interval`")
         if self.interval is not None and self.interval.total_seconds() <= 0:
@@ -47,6 +54,8 @@ class BackupSet(BaseModel):
         return self
 
     def schedule_text(self) -> str:
+        if self.follow is not None:
+            return "continuous (drtool follow)"
         return f"cron {self.cron}" if self.cron else f"every {format_duration(self.interval)}"
 
     def sources_for(self, defaults: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -19,6 +19,10 @@ key with the source at the snapshot revision).
 Restore options: ``bump_revision`` (default 1000000000; 0 disables), ``require_bump_revision`` (fail
 when etcdutl cannot bump), ``etcdutl`` (path; or DRTOOL_ETCDUTL). Why the bump matters for Kubernetes:
 see ``restore.py``.
+
+Continuous backup (docs/etcd.md; ``drtool.plugin.contract.FollowSupport``): ``follow`` writes a full and
+then deltas of the watch stream (follow.py); a restore with ``--at`` replays them to a revision or time
+(pitr.py, replay.py); ``fold`` is `drtool compact`.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
 from . import deps as _deps
-from . import restore as _restore
+from . import follow as _follow
+from . import pitr as _pitr
 from . import verify as _verify
 from .lab import EtcdLab
 
@@ -35,13 +40,15 @@ __all__ = ["EtcdPlugin"]
 
 
 class EtcdPlugin(BasePlugin):
-    """Implements ``drtool.plugin.contract.Plugin`` for etcd v3 (3.4+, tested with 3.5)."""
+    """Implements ``drtool.plugin.contract.Plugin`` and ``FollowSupport`` for etcd v3 (3.4+, tested with 3.5)."""
 
     name = "etcd"
     description = "etcd v3 snapshot (Maintenance.Snapshot), restored with etcdutl into a new member"
     lab = EtcdLab()
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)
-    restore = staticmethod(_restore.run_restore)
+    restore = staticmethod(_pitr.run_restore)
     verify = staticmethod(_verify.run_verify)
     dependencies = staticmethod(_deps.dependencies)
+    follow = staticmethod(_follow.follow)
+    fold = staticmethod(_pitr.fold)

@@ -214,11 +214,28 @@ class EtcdClient:
 
     def snapshot_messages(self) -> Iterator[dict[str, Any]]:
         """The Maintenance.Snapshot stream: one ``result`` dict per message (blob, remaining_bytes, header)."""
-        resp = self._post("/v3/maintenance/snapshot", {}, stream=True)
-        with resp, self._errors("/v3/maintenance/snapshot"):
+        path = "/v3/maintenance/snapshot"
+        resp = self.open_stream(path, {})
+        with resp, self._errors(path):
             for line in resp.iter_lines(chunk_size=64 * 1024, delimiter=b"\n"):
                 if line.strip():
-                    yield _stream_result(self.endpoint, line)
+                    yield stream_result(self.endpoint, line, path)
+
+    def open_stream(self, path: str, body: Mapping[str, Any], read_timeout: float | None = None) -> requests.Response:
+        """A streaming gateway call (snapshot, watch); read its lines and pass each to ``stream_result``."""
+        if read_timeout is None:
+            return self._post(path, body, stream=True)
+        with self._errors(path):
+            resp = self._http.post(
+                f"{self.endpoint}{path}",
+                json=dict(body),
+                stream=True,
+                timeout=(self.settings.timeout, read_timeout),
+                **self._tls,
+            )
+        if resp.status_code != 200:
+            raise _http_error(self.endpoint, path, resp)
+        return resp
 
     def hashkv(self, revision: int) -> dict[str, int] | None:
         """HashKV at ``revision``: {hash, compact_revision, revision}; None when etcd cannot tell.
@@ -274,15 +291,16 @@ def _http_error(endpoint: str, path: str, resp: requests.Response) -> SourceErro
     return SourceError(f"etcd at {endpoint} answered {path} with HTTP {resp.status_code}: {detail}", hint)
 
 
-def _stream_result(endpoint: str, line: bytes) -> dict[str, Any]:
+def stream_result(endpoint: str, line: bytes, path: str) -> dict[str, Any]:
+    """One message of a gateway stream; an ``error`` message (etcd aborted the stream) is a SourceError."""
     try:
         message = json.loads(line)
     except ValueError:
-        raise SourceError(f"etcd at {endpoint} sent a malformed snapshot message", UNREACHABLE_HINT) from None
+        raise SourceError(f"etcd at {endpoint} sent a malformed message on {path}", UNREACHABLE_HINT) from None
     if "error" in message:
         error = message["error"]
         text = error.get("message") if isinstance(error, dict) else str(error)
-        raise SourceError(f"etcd at {endpoint} aborted the snapshot: {text}")
+        raise SourceError(f"etcd at {endpoint} aborted {path}: {text}")
     return message.get("result", {})
 
 

@@ -30,7 +30,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlparse
 
 from drtool.binaries import etcd_binary
@@ -110,7 +110,8 @@ class RestoreSpec:
     def member(self, state: Mapping[str, Any] | None = None) -> EtcdServer:
         """The lab etcd that serves the restored data dir; ports come from the URLs when given.
 
-        Only ``start: true`` asks for one, so only then is the lab's process supervision loaded."""
+        Only ``start: true`` and a point-in-time restore's throwaway replay member (replay.py) ask for one,
+        so only then is the lab's process supervision loaded."""
         from drtool.lab.components.etcd import EtcdServer
 
         if state:
@@ -302,19 +303,43 @@ def _cleanup_scratch(workspace: Path, data_dir: Path) -> None:
 # --- the restore ----------------------------------------------------------------------------------
 
 
-def run_restore(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
+class Staging(Protocol):
+    """Where the snapshot a restore writes comes from. The default is the backup's own artifact; a
+    point-in-time restore (pitr.py) stages a snapshot it built by replaying deltas."""
+
+    key: Mapping[str, Any] | None  # identifies what is restored beyond the backup id (None: the backup itself)
+
+    def stage(self, ctx: RestoreContext, staged: Path, info: ArtifactInfo) -> tuple[str, dict[str, Any]]:
+        """Write the snapshot to ``staged``; return its database SHA-256 and facts for the marker."""
+        ...
+
+
+class StoreStaging:
+    key = None
+
+    def stage(self, ctx: RestoreContext, staged: Path, info: ArtifactInfo) -> tuple[str, dict[str, Any]]:
+        db_sha = stage(ctx, staged, info.size)
+        check_manifest(ctx, db_sha)
+        return db_sha, {}
+
+
+def run_restore(
+    ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any], staging: Staging | None = None
+) -> RestoreResult:
+    staging = staging or StoreStaging()
     spec = RestoreSpec.parse(target, options)
     info = snapshot_artifact(ctx)
     marker = read_marker(spec.marker_path)
     contents = _contents(spec.data_dir)
     if contents:
-        if marker and marker.get("backup_id") == ctx.backup_id and marker.get("artifact_sha256") == info.sha256:
-            return _already_restored(spec, marker)
+        same = marker and marker.get("backup_id") == ctx.backup_id and marker.get("artifact_sha256") == info.sha256
+        if same and marker.get("point") == staging.key:  # type: ignore[union-attr]
+            return _already_restored(spec, marker)  # type: ignore[arg-type]
         raise _refuse(spec, contents, marker)
     member = spec.member() if spec.start else None
     if member:
         spec = dataclasses.replace(spec, peer_url=member.peer_url, client_url=member.client_url)
-    marker = _restore_data(ctx, spec, info)
+    marker = _restore_data(ctx, spec, info, options, staging)
     summary = f"restored etcd revision {marker['snapshot']['revision']} into {spec.data_dir}"
     if member:
         _start(spec, marker, member)
@@ -322,7 +347,9 @@ def run_restore(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping
     return RestoreResult(True, summary, marker)
 
 
-def _restore_data(ctx: RestoreContext, spec: RestoreSpec, info: ArtifactInfo) -> dict[str, Any]:
+def _restore_data(
+    ctx: RestoreContext, spec: RestoreSpec, info: ArtifactInfo, options: Mapping[str, Any], staging: Staging
+) -> dict[str, Any]:
     workspace = spec.data_dir if spec.data_dir.exists() else spec.data_dir.parent
     workspace.mkdir(parents=True, exist_ok=True)
     _cleanup_scratch(workspace, spec.data_dir)
@@ -332,11 +359,10 @@ def _restore_data(ctx: RestoreContext, spec: RestoreSpec, info: ArtifactInfo) ->
     etcdutl = etcd_binary("etcdutl")
     flags, bump = _bump_flags(etcdutl, spec)  # before staging: refuse early when the bump is required
     try:
-        db_sha = stage(ctx, staged, info.size)
-        _check_manifest(ctx, db_sha)
+        db_sha, facts = staging.stage(ctx, staged, info)
         status = snapshot_status(etcdutl, staged)
         etcdutl_restore(etcdutl, staged, scratch, spec, flags)
-        marker = _marker(ctx, spec, info, db_sha, status, bump)
+        marker = _marker(ctx, spec, info, db_sha, status, bump) | {"point": staging.key, **facts}
         write_marker(spec.marker_path, marker)
         try:
             _publish(scratch, spec.data_dir)
@@ -357,7 +383,7 @@ def backup_meta(ctx: RestoreContext) -> dict[str, Any]:
     return dict(ctx.plugin_meta)
 
 
-def _check_manifest(ctx: RestoreContext, db_sha: str) -> None:
+def check_manifest(ctx: RestoreContext, db_sha: str) -> None:
     """The snapshot must be the database the backup recorded (a second, independent identity check)."""
     recorded = backup_meta(ctx).get("sha256")
     if recorded and recorded != db_sha:

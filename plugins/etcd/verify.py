@@ -59,7 +59,9 @@ class _Facts:
 
     def __init__(self, marker: Mapping[str, Any] | None, meta: Mapping[str, Any]) -> None:
         self.marker = marker or {}
-        self.meta = meta
+        # a point-in-time restore records what the replayed state must hold; the full's own facts are older
+        self.meta = {**meta, **(self.marker.get("expected") or {})}
+        self.point: Mapping[str, Any] | None = self.marker.get("point_in_time")
         exact = meta.get("revision") if meta.get("revision_exact") else None
         self.snapshot_revision: int | None = (self.marker.get("snapshot") or {}).get("revision") or exact
         self.restored_revision: int | None = self.marker.get("restored_revision") or self.snapshot_revision
@@ -78,6 +80,8 @@ def _guard(name: str, check: Callable[[], Check | tuple[bool, str]]) -> Check:
 
 def _checks(client: EtcdClient, facts: _Facts, target: Mapping[str, Any]) -> Iterator[tuple[str, Callable]]:
     status = client.status()
+    if facts.point:
+        yield "point in time: deltas continuous", lambda: _point(facts.point)  # type: ignore[arg-type]
     if facts.restored_revision:
         yield "revision equals the snapshot's", lambda: _revision(status, facts)
     if facts.source_cluster_id:
@@ -103,6 +107,15 @@ def _revision(status: Mapping[str, Any], facts: _Facts) -> tuple[bool, str]:
         return True, f"revision {actual}{how}"
     moved = "; written to since the restore?" if expected and actual > expected else ""
     return False, f"revision {actual}, expected {expected}{how}{moved}"
+
+
+def _point(point: Mapping[str, Any]) -> tuple[bool, str]:
+    """The replay's own proof, recorded by the restore (it refuses gaps and divergence outright)."""
+    asked = f"asked {point.get('asked')}: " if point.get("asked") else ""
+    return True, (
+        f"{asked}full {point['base_backup']} at revision {point['base_revision']} + {point['revisions']} revision(s) "
+        f"from {len(point['deltas'])} delta(s), up to revision {point['revision']} ({point['continuity']})"
+    )
 
 
 def _identity(status: Mapping[str, Any], facts: _Facts) -> tuple[bool, str]:

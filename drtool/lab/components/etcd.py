@@ -37,6 +37,8 @@ class EtcdServer(Component):
     tls_ca: str = ""
     # serve this data directory instead of <dir>/data (a restored member's data dir lives elsewhere)
     data_path: str = ""
+    # more etcd flags (the etcd plugin's throwaway replay member: --unsafe-no-fsync, larger txn limits)
+    extra_args: list[str] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.client_port = self.client_port or process.free_port()
@@ -89,6 +91,7 @@ class EtcdServer(Component):
             str(8 * 1024**3),
             "--log-level",
             "warn",
+            *self.extra_args,
         ]
         if self.tls_cert:
             argv += [

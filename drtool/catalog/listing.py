@@ -1,0 +1,67 @@
+"""What `drtool list` shows: one line per backup, a delta chain's deltas summarized on the full before them.
+
+A follower writes a delta every 20 s (4320 a day); listing each would bury the full backups. Each full of a
+chain shows how many deltas follow it (up to the chain's next full), the revisions they reach and when.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from drtool.catalog.models import BackupRow, ChainRow
+
+
+def backup_listing(
+    rows: Iterable[BackupRow], links: Mapping[str, ChainRow], *, with_deltas: bool = False
+) -> list[dict[str, Any]]:
+    """Rows as dicts with ``kind`` and ``chain``; deltas only with ``with_deltas``, else counted on their full."""
+    rows = list(rows)
+    stored = {r.id: r.bytes_stored for r in rows}
+    followers: dict[str, list[ChainRow]] = {}  # full's backup id -> the deltas after it
+    by_chain: dict[str, list[ChainRow]] = {}
+    for link in links.values():
+        by_chain.setdefault(link.base, []).append(link)
+    for chain in by_chain.values():
+        chain.sort(key=lambda link: (link.seq, link.kind == "full"))  # a fold follows the delta it folds up to
+        current: ChainRow | None = None
+        for link in chain:
+            if link.kind == "full":
+                current = link
+                followers[link.backup_id] = []
+            elif current is not None:
+                followers[current.backup_id].append(link)
+    out = []
+    for row in rows:
+        link = links.get(row.id)
+        if link is not None and link.kind == "delta" and not with_deltas:
+            continue
+        entry: dict[str, Any] = row.model_dump() | {"kind": link.kind if link else "full", "chain": None}
+        if link is not None:
+            entry["chain"] = link.model_dump(exclude={"backup_id", "kind"})
+            after = followers.get(row.id)
+            if after:
+                entry["chain"]["deltas"] = {
+                    "count": len(after),
+                    "last": after[-1].last,
+                    "last_time": after[-1].last_time,
+                    "bytes_stored": sum(stored.get(d.backup_id, 0) for d in after),
+                }
+        out.append(entry)
+    return out
+
+
+def chain_text(entry: Mapping[str, Any]) -> str:
+    """The `chain` column: where a backup sits in its chain, in a few words."""
+    chain = entry.get("chain")
+    if not chain:
+        return ""
+    if entry["kind"] == "delta":
+        return f"delta #{chain['seq']} rev {chain['first']}..{chain['last']}"
+    what = "folded full" if chain["seq"] else "full"
+    deltas = chain.get("deltas")
+    if not deltas:
+        return f"{what} at rev {chain['last']}"
+    return (
+        f"{what} at rev {chain['last']} + {deltas['count']} deltas to rev {deltas['last']} ({deltas['last_time'][:19]})"
+    )
