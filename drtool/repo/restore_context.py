@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from drtool.config import DEFAULT_WORKERS
@@ -63,9 +63,7 @@ class PluginRestoreContext:
     def preflight(self) -> None:
         """Before a restore touches its target: every chunk of this plugin's artifacts is in the store."""
         ids = {cid for entry in self._entries.values() for cid, _ in entry.chunks}
-        with ThreadPoolExecutor(max_workers=self._workers) as pool:
-            futures = {pool.submit(self.repo.has_chunk, cid): cid for cid in ids}
-            missing = [futures[f] for f in as_completed(futures) if not f.result()]
+        missing = self.repo.chunks.missing(ids, self._workers)
         if missing:
             raise IntegrityError(
                 f"backup {self.backup_id} is missing {len(missing)} chunk(s) of plugin {self.plugin}; "
