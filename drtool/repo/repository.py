@@ -99,7 +99,7 @@ class Repository:
         if isinstance(self.chunks, LooseStore):
             yield from self.chunks.ids()
         else:
-            yield from pack_index.hex_ids(self.chunks.index().entries)
+            yield from pack_index.hex_ids(self.chunks.index(refresh=True).entries)
 
     # --- manifests ----------------------------------------------------------------------------------
 

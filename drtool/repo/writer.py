@@ -92,6 +92,7 @@ class PluginBackupContext:
         self._session = session
         self.plugin = plugin
         self.backup_id = session.backup_id
+        self.shard = session.shard  # (index, count) in a sharded backup (docs/scaling.md), else None
 
     @contextlib.contextmanager
     def artifact(
@@ -166,9 +167,12 @@ class BackupSession:
         progress: Progress | None = None,
         lock_wait: float = DEFAULT_LOCK_WAIT,
         lock_ttl: float = DEFAULT_TTL,
+        backup_id: str | None = None,
+        shard: tuple[int, int] | None = None,
     ) -> None:
         self.repo = repo
-        self.backup_id = new_backup_id()
+        self.backup_id = backup_id or new_backup_id()
+        self.shard = shard
         self.started = utc_now()
         self.backup_set = backup_set
         self.tags = tags or []
@@ -236,9 +240,17 @@ class BackupSession:
 
     def commit(self) -> Manifest:
         """Write the manifest, last: from this moment on the backup exists."""
-        self.chunks.flush()  # every chunk durable (and indexed) before the manifest that names them
+        manifest = self.seal_contents()
+        self.lock.check()  # a lost lock means a prune may have run: publish nothing
+        self.repo.put_manifest(manifest)
+        return manifest
+
+    def seal_contents(self) -> Manifest:
+        """Flush every chunk (durable and indexed), then describe what this session wrote as a manifest; a
+        sharded backup's worker stores it as its part instead (drtool/shards.py)."""
+        self.chunks.flush()
         failed = any(o.status == "failed" for o in self.outcomes.values())
-        manifest = Manifest(
+        return Manifest(
             id=self.backup_id,
             store_id=self.repo.config.store_id,
             started=self.started,
@@ -253,6 +265,3 @@ class BackupSession:
             failure_domain=self.failure_domain,
             stats=dict(self.stats.values),
         )
-        self.lock.check()  # a lost lock means a prune may have run: publish nothing
-        self.repo.put_manifest(manifest)
-        return manifest
