@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 
 class LooseStore:
+    readahead = 8  # chunks fetched ahead per artifact stream
+
     def __init__(self, repo: Repository) -> None:
         self.repo = repo
 

@@ -35,16 +35,23 @@ from drtool.repo.pack_index import Located, PackIndex, Shipped
 if TYPE_CHECKING:
     from drtool.repo.repository import Repository
 
-RUN_BYTES = 8 * 1024 * 1024  # one ranged GET on restore: big enough to amortise a request, small enough to overlap
+RUN_BYTES = 4 * 1024 * 1024  # one ranged GET on restore: big enough to amortise a request, small enough to overlap
 HEADER_GUESS = 64 * 1024  # the tail read first when adopting a pack; a pack of 1,400 chunks has a longer header
 
 
 class PackedStore:
+    readahead = 4  # runs fetched ahead per artifact stream: 16 MiB in flight, whatever the chunk size
+
     def __init__(self, repo: Repository) -> None:
         self.repo = repo
         self._index: PackIndex | None = None
         self._lock = threading.Lock()
         self.hasher = repo.key.chunk_hasher(repo.config.chunk_id)
+
+    def invalidate(self) -> None:
+        """Forget the index read so far (this process wrote an index object: the next reader reads it)."""
+        with self._lock:
+            self._index = None
 
     def index(self, refresh: bool = False) -> PackIndex:
         """The union of the store's index objects, read once (again with ``refresh``)."""
@@ -87,6 +94,9 @@ class PackedStore:
         run: list[Located] = []
         for chunk_id, _ in chunks:
             located = index.lookup(chunk_id)
+            if located is None:  # written since this process read the index? read it once more
+                index = self.index(refresh=True)
+                located = index.lookup(chunk_id)
             if located is None:
                 raise IntegrityError(
                     f"chunk {chunk_id[:12]} is in no index of the store", "run `drtool check` to see the damage"
@@ -247,6 +257,7 @@ class PackWriter:
         if shipped:
             packs, entries = pack_index.entries_of(shipped)
             pack_index.write(self.repo.backend, self.repo.key, packs, entries)
+            self.store.invalidate()
 
     def close(self) -> None:
         self._seal_pool.shutdown(wait=True, cancel_futures=True)

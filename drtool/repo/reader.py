@@ -18,10 +18,10 @@ from drtool.repo.repository import Repository
 class ArtifactReader:
     """``readahead`` fetches run ahead on ``pool``: chunks (format 1) or runs of chunks in a pack (format 2)."""
 
-    def __init__(self, repo: Repository, entry: ArtifactEntry, pool: ThreadPoolExecutor, readahead: int = 8):
+    def __init__(self, repo: Repository, entry: ArtifactEntry, pool: ThreadPoolExecutor, readahead: int | None = None):
         self.entry = entry
         self._pool = pool
-        self._readahead = readahead
+        self._readahead = readahead or repo.chunks.readahead
         self._reads = repo.chunks.reads(entry.chunks)
         self._pending: deque[Future[list[bytes]]] = deque()
         self._ready: deque[bytes] = deque()
