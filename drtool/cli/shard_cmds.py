@@ -12,6 +12,7 @@ from drtool.cli.state import console, print_json, progress, state
 from drtool.cli.store_cmds import BackupArg, JsonOpt, TargetOpt, parse_pairs
 from drtool.errors import SourceError, UsageError
 from drtool.plugin.manager import get_plugin, load_plugins
+from drtool.repo.restore_context import PluginRestoreContext
 from drtool.restore import run_restore
 from drtool.shards import check_job, run_shard_backup
 
@@ -103,8 +104,10 @@ def shard_restore(
             repo, repo.find_backup(backup_id), chosen, targets, options=options, verify=False, progress=prog
         )
     committed = bool(outcome.result.details.get("committed"))
-    checks = chosen.verify(run_context(repo, outcome.backup_id, plugin), targets, options) if committed else []
-    if committed and not no_verify and not all(c.ok for c in checks):
+    verify = committed and not no_verify
+    ctx_for_verify = PluginRestoreContext(repo, repo.get_manifest(outcome.backup_id), plugin) if verify else None
+    checks = chosen.verify(ctx_for_verify, targets, options) if ctx_for_verify is not None else []
+    if not all(c.ok for c in checks):
         failed = ", ".join(c.name for c in checks if not c.ok)
         raise SourceError(f"restored {plugin}, but verification failed: {failed}", "the checks are listed above")
     facts = {"index": shard, "count": count, "committed": committed, "summary": outcome.result.summary}
@@ -112,9 +115,3 @@ def shard_restore(
         print_json(facts | {"checks": [c.__dict__ for c in checks]})
     else:
         console.print(f"shard {shard} of {count}: {outcome.result.summary}" + (" (committed)" if committed else ""))
-
-
-def run_context(repo, backup_id: str, plugin: str):  # type: ignore[no-untyped-def]
-    from drtool.repo.restore_context import PluginRestoreContext
-
-    return PluginRestoreContext(repo, repo.get_manifest(backup_id), plugin)
