@@ -1,11 +1,13 @@
-"""Checkpoint backup and restore throughput: drtool against a plain parallel boto3 copy and restic.
+"""Checkpoint backup and restore throughput: drtool against a plain parallel boto3 copy and restic 0.18.1.
 
 One run, side by side, medians of ``--runs``: a checkpoint of ``--shards`` random (incompressible) shards in
 a lab MinIO. drtool backs it up into an S3 store in the same MinIO and restores it to another bucket (the
 CLI, as an operator runs it, in a child process whose peak RSS is measured); the ceiling is a plain
 parallel boto3 copy bucket-to-bucket (GET and PUT through the client: no chunking, compression or
-encryption); restic backs up the same files from local disk. Then one shard changes and drtool backs up
-again: bytes uploaded and time. Results go to bench/results/checkpoints-<time>.json.
+encryption); restic 0.18.1 (built from its module into drtool's binary cache, like the lab's servers)
+backs up the same files from local disk into a repository in the same MinIO, and restores them to local
+disk. Then one shard changes and drtool backs up again: bytes uploaded and time. The 1-minute load average
+is recorded with every figure. Results go to bench/results/checkpoints-<time>.json.
 
     nice python bench/checkpoints.py --size-gib 4 --runs 3
 """
@@ -29,10 +31,16 @@ from typing import Any
 import yaml
 from machine import REPO, machine_facts
 
+from drtool.lab.build import go_binary
 from drtool.lab.lab import Lab
 
 MiB = 1 << 20
 PASS = "bench-passphrase"
+RESTIC = ("restic", "github.com/restic/restic/cmd/restic", "v0.18.1")  # `@latest` resolves to v0.10.0
+
+
+def load() -> float:
+    return os.getloadavg()[0]
 
 
 def popen_measured(argv: list[str], env: dict[str, str]) -> tuple[float, int, str, float]:
@@ -140,12 +148,13 @@ def main() -> None:
             minio.create_bucket(b)
         keys = seed(client, "source", disk, args.shards, shard_size)
         src = {"sources": [{"name": "train", "url": "s3://source/ckpt", "lab": "bench"}]}
-        runs: dict[str, list[Any]] = {
-            k: []
-            for k in "copy backup restore restic rss_b rss_r cpu_copy cpu_b cpu_r cpu_restic".split()  # noqa: SIM905
-        }
+        restic = str(go_binary(*RESTIC))
+        columns = ["copy", "backup", "restore", "restic", "restic_restore", "rss_b", "rss_r", "rss_restic"]
+        columns += ["rss_restic_r", "cpu_copy", "cpu_b", "cpu_r", "cpu_restic", "cpu_restic_r", "load"]
+        runs: dict[str, list[Any]] = {k: [] for k in columns}
         last_env: dict[str, str] = {}
         for r in range(args.runs):
+            runs["load"].append(load())
             minio.create_bucket(f"copy-{r}")
             t, cpu = plain_copy(client, "source", f"copy-{r}", keys)
             runs["copy"].append(t)
@@ -168,13 +177,20 @@ def main() -> None:
             runs["restore"].append(t)
             runs["rss_r"].append(rss)
             runs["cpu_r"].append(cpu)
-            repo = work / f"restic-{r}"
-            renv2 = env | {"RESTIC_PASSWORD": PASS, "RESTIC_REPOSITORY": str(repo)}
-            subprocess.run(["restic", "init", "-q"], env=renv2, check=True, capture_output=True)
-            t, _, _, cpu = popen_measured(["restic", "backup", "-q", str(disk)], renv2)
+            restic_repo = f"s3:{env['AWS_ENDPOINT_URL']}/store/restic-{r}"
+            renv2 = env | {"RESTIC_PASSWORD": PASS, "RESTIC_REPOSITORY": restic_repo}
+            subprocess.run([restic, "init", "-q"], env=renv2, check=True, capture_output=True)
+            t, rss, _, cpu = popen_measured([restic, "backup", "-q", str(disk)], renv2)
             runs["restic"].append(t)
+            runs["rss_restic"].append(rss)
             runs["cpu_restic"].append(cpu)
-            subprocess.run(["rm", "-rf", str(repo)], check=True)
+            restored = work / f"restic-restore-{r}"
+            t, rss, _, cpu = popen_measured([restic, "restore", "latest", "-q", "--target", str(restored)], renv2)
+            runs["restic_restore"].append(t)
+            runs["rss_restic_r"].append(rss)
+            runs["cpu_restic_r"].append(cpu)
+            subprocess.run(["rm", "-rf", str(restored)], check=True)
+            empty(client, "store", f"restic-{r}/")
             empty(client, f"copy-{r}")
             empty(client, f"restore-{r}")
             if r + 1 < args.runs:
@@ -195,6 +211,10 @@ def main() -> None:
             "drtool_backup_MiBps": total / MiB / med["backup"],
             "drtool_restore_MiBps": total / MiB / med["restore"],
             "restic_backup_MiBps": total / MiB / med["restic"],
+            "restic_restore_MiBps": total / MiB / med["restic_restore"],
+            "peak_rss_restic_MiB": max(runs["rss_restic"]) / MiB,
+            "peak_rss_restic_restore_MiB": max(runs["rss_restic_r"]) / MiB,
+            "load_average_1m": runs["load"],
             "backup_vs_copy": med["copy"] / med["backup"],
             "restore_vs_copy": med["copy"] / med["restore"],
             "peak_rss_backup_MiB": max(runs["rss_b"]) / MiB,
@@ -209,6 +229,7 @@ def main() -> None:
                 "drtool_backup": med["cpu_b"] / gib,
                 "drtool_restore": med["cpu_r"] / gib,
                 "restic_backup": med["cpu_restic"] / gib,
+                "restic_restore": med["cpu_restic_r"] / gib,
             },
             "size_gib": gib,
         }

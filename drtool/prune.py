@@ -7,8 +7,13 @@ Safety argument (restic's design, docs/retention.md):
   (a chunk it names would look like garbage);
 - manifests are deleted before chunks, so a crash leaves orphan chunks (cleaned by the next prune), never a
   manifest naming a deleted chunk;
-- the lock is re-checked before the sweep and between batches: a prune that lost it stops deleting.
+- the lock is re-checked before the sweep and between batches: a prune that lost it stops deleting;
+- chunks named by the parts of a sharded backup not yet committed (docs/scaling.md) are live too.
 Objects under S3 Object Lock retention or legal hold are skipped and reported, never errors.
+
+The sweep depends on the format: loose chunks nothing names are deleted (format 1); in format 2 dead packs
+are deleted and mostly-dead ones repacked (drtool/repo/repack.py). The mark set is a sorted array of 32-byte
+ids, read one manifest at a time, so memory grows by 32 bytes per referenced chunk, not by whole manifests.
 """
 
 from __future__ import annotations
@@ -18,12 +23,16 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from drtool.backends.backend import Backend
 from drtool.config import DEFAULT_WORKERS
 from drtool.errors import DrtoolError
-from drtool.repo import layout
+from drtool.repo import layout, repack
 from drtool.repo.lock import DEFAULT_TTL, acquire, remove_stale_locks
 from drtool.repo.manifest import Manifest
+from drtool.repo.pack_index import hex_ids
+from drtool.repo.packed import PackedStore
 from drtool.repo.repository import Repository
 from drtool.repo.writer import DEFAULT_LOCK_WAIT
 from drtool.retention import BackupRef, ChainPosition, Decision, RetentionPolicy, decide
@@ -40,6 +49,10 @@ class PruneReport:
     chunks_present: int = 0
     chunks_referenced: int = 0
     chunks_deleted: int = 0  # or, in a dry run, that would be deleted
+    packs_present: int = 0  # format 2
+    packs_deleted: int = 0
+    packs_repacked: int = 0
+    packs_written: int = 0
     locked_objects: dict[str, str] = dataclasses.field(default_factory=dict)  # object name -> retention
     stale_locks_removed: list[str] = dataclasses.field(default_factory=list)
 
@@ -113,7 +126,8 @@ def _run(
 ) -> None:
     locking = _object_lock_enabled(repo.backend)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-prune") as pool:
-        manifests = list(filter(None, pool.map(lambda i: _read(repo, i, report), repo.backup_ids())))
+        read = list(filter(None, pool.map(lambda i: _read(repo, i, report), repo.backup_ids())))
+        manifests = [m for m, _ in read]
         report.decisions = plan(manifests, policies, now, only_set)
         doomed = {d.backup.id for ds in report.decisions.values() for d in ds if not d.keep}
         if not report.dry_run:
@@ -123,13 +137,18 @@ def _run(
             report.forgotten = [layout.backup_id_of(n) or n for n in deleted]
         else:
             report.forgotten = sorted(doomed)
-        survivors = [m for m in manifests if m.id not in set(report.forgotten)]
-        referenced = {cid for m in survivors for a in m.artifacts for cid, _ in a.chunks}
-        present = set(repo.chunk_ids())
-        report.chunks_present, report.chunks_referenced = len(present), len(referenced)
+        gone = set(report.forgotten)
+        marks = [ids for m, ids in read if m.id not in gone] + [pending_chunks(repo, cleanup=not report.dry_run)]
+        referenced = np.unique(np.concatenate(marks)) if marks else np.zeros(0, dtype="S32")
+        report.chunks_referenced = len(referenced)
         if report.unreadable_manifests:
             return  # a manifest we cannot read may name any chunk: sweep nothing
-        garbage = sorted(present - referenced)
+        if isinstance(repo.chunks, PackedStore):
+            _sweep_packs(repo.chunks, referenced, locking, now, report, pool, workers, check_lock)
+            return
+        present = set(repo.chunk_ids())
+        report.chunks_present = len(present)
+        garbage = sorted(present - set(hex_ids(referenced)))
         if report.dry_run:
             report.chunks_deleted = len(garbage)
             return
@@ -139,12 +158,62 @@ def _run(
             report.chunks_deleted += len(_delete(repo.backend, names, locking, now, report, pool))
 
 
-def _read(repo: Repository, backup_id: str, report: PruneReport) -> Manifest | None:
+def _sweep_packs(
+    store: PackedStore,
+    referenced: np.ndarray,
+    locking: bool,
+    now: dt.datetime,
+    report: PruneReport,
+    pool: ThreadPoolExecutor,
+    workers: int,
+    check_lock: Callable[[], None],
+) -> None:
+    backend = store.repo.backend
+    status = backend.lock_status if locking else None  # type: ignore[attr-defined]  # S3 only
+
+    def delete(names: list[str]) -> list[str]:
+        for start in range(0, len(names), _BATCH):
+            check_lock()
+            _delete(backend, names[start : start + _BATCH], False, now, report, pool)
+        return names
+
+    figures = repack.sweep(
+        store,
+        referenced,
+        dry_run=report.dry_run,
+        workers=workers,
+        lock_status=(lambda name: status(name, now)) if status else None,
+        delete=delete,
+        check_lock=check_lock,
+    )
+    report.locked_objects.update(figures.pop("locked_objects"))  # type: ignore[arg-type]
+    for key, value in figures.items():
+        setattr(report, key, value)
+    report.chunks_present = len(store.index(refresh=not report.dry_run))
+
+
+def _read(repo: Repository, backup_id: str, report: PruneReport) -> tuple[Manifest, np.ndarray] | None:
+    """A manifest without its chunk lists (retention needs the rest), and its chunk ids as a compact array."""
     try:
-        return repo.get_manifest(backup_id)
+        manifest = repo.get_manifest(backup_id)
     except DrtoolError as exc:
         report.unreadable_manifests[backup_id] = exc.message
         return None
+    return manifest.model_copy(update={"artifacts": []}), chunk_array(manifest)
+
+
+def chunk_array(manifest: Manifest) -> np.ndarray:
+    """The distinct chunk ids a manifest names, as sorted 32-byte strings."""
+    ids = [bytes.fromhex(cid) for a in manifest.artifacts for cid, _ in a.chunks]
+    return np.unique(np.array(ids, dtype="S32")) if ids else np.zeros(0, dtype="S32")
+
+
+def pending_chunks(repo: Repository, cleanup: bool) -> np.ndarray:
+    """Chunks named by the parts of sharded backups not committed yet (drtool/shards.py): live until then."""
+    from drtool.shards import pending_parts
+
+    arrays = [chunk_array(part.manifest) for part in pending_parts(repo, cleanup)]
+    return np.unique(np.concatenate(arrays)) if arrays else np.zeros(0, dtype="S32")
 
 
 def _object_lock_enabled(backend: Backend) -> bool:

@@ -53,6 +53,23 @@ def test_put_then_get_returns_the_same_bytes(backend: Backend, size: int) -> Non
     assert backend.exists("obj")
 
 
+def test_get_range_reads_a_slice_and_stops_at_the_end(backend: Backend) -> None:
+    data = os.urandom(3 * 1024 * 1024 + 5)
+    backend.put("pack", data)
+    assert backend.get_range("pack", 0, 10) == data[:10]
+    assert backend.get_range("pack", 1024 * 1024, 2 * 1024 * 1024) == data[1024 * 1024 : 3 * 1024 * 1024]
+    assert backend.get_range("pack", len(data) - 4, 100) == data[-4:]  # a range past the end is cut short
+    with pytest.raises(NotFound):
+        backend.get_range("missing", 0, 10)
+
+
+def test_put_takes_a_bytearray(backend: Backend) -> None:
+    """Packs are assembled in a bytearray and uploaded without a copy."""
+    data = bytearray(os.urandom(1024 * 1024))
+    backend.put("pack", data)
+    assert backend.get("pack") == data
+
+
 def test_plain_put_replaces(backend: Backend) -> None:
     backend.put("obj", b"old")
     backend.put("obj", b"new")

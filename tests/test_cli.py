@@ -10,8 +10,11 @@ import pytest
 import yaml
 
 from drtool.backends.local import LocalBackend
+from drtool.crypto.credentials import Credentials
 from drtool.repo import layout
-from tests.fixtures.core import Cli, assert_clean_error
+from drtool.repo.repository import Repository
+from tests.fixtures import stores
+from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
 
 
 @pytest.fixture
@@ -81,15 +84,13 @@ def test_flipped_byte_in_chunk_detected_by_check_and_restore_writes_nothing(
 ) -> None:
     _, store = files_setup
     backup_id = json.loads(cli("backup", "-p", "files", "--json", check=True).stdout)["id"]
-    backend = LocalBackend(store)
-    chunk = sorted(backend.list(layout.CHUNKS))[0]
-    blob = bytearray(backend.get(chunk))
-    blob[100] ^= 0x04
-    backend.put(chunk, bytes(blob))
+    repo = Repository.open(LocalBackend(store), Credentials(passphrase=PASSPHRASE))
+    chunk = sorted(repo.chunk_ids())[0]
+    stores.flip_byte(repo, chunk)
     assert cli("check").returncode == 0  # names only: every chunk is present
     checked = cli("check", "--read-data", "--json")
     assert checked.returncode == 4
-    assert list(json.loads(checked.stdout)["damaged_chunks"]) == [chunk.rsplit("/", 1)[1]]
+    assert list(json.loads(checked.stdout)["damaged_chunks"]) == [chunk]
     dest = tmp_path / "restored"
     assert_clean_error(cli("restore", backup_id, "-p", "files", "-t", f"path={dest}"), 4, "failed authentication")
     assert not dest.exists()
@@ -110,12 +111,15 @@ def test_flipped_byte_in_manifest(cli: Cli, files_setup: tuple[Path, Path]) -> N
 def test_missing_chunk(cli: Cli, files_setup: tuple[Path, Path], tmp_path: Path) -> None:
     _, store = files_setup
     backup_id = json.loads(cli("backup", "-p", "files", "--json", check=True).stdout)["id"]
-    chunk = sorted(LocalBackend(store).list(layout.CHUNKS))[-1]
-    (store / chunk).unlink()
+    repo = Repository.open(LocalBackend(store), Credentials(passphrase=PASSPHRASE))
+    victim = sorted(repo.chunk_ids())[-1]
+    holder = stores.where(repo, victim)[0]
+    in_pack = {c for c in repo.chunk_ids() if stores.where(repo, c)[0] == holder}
+    stores.remove(repo, victim)
     report = json.loads(cli("check", "--json").stdout)
-    assert list(report["missing_chunks"]) == [chunk.rsplit("/", 1)[1]]
+    assert set(report["missing_chunks"]) == in_pack  # format 2: every chunk of the deleted pack
     dest = tmp_path / "restored"
-    assert_clean_error(cli("restore", backup_id, "-p", "files", "-t", f"path={dest}"), 4, "missing 1 chunk")
+    assert_clean_error(cli("restore", backup_id, "-p", "files", "-t", f"path={dest}"), 4, "missing")
     assert not dest.exists()
 
 

@@ -19,12 +19,12 @@ from drtool_plugins.images import ImagesPlugin
 
 from drtool.errors import IntegrityError, SourceError, UsageError
 from drtool.plugin.toolkit.oci.registry import ACCEPT
-from drtool.repo import layout
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.restore_context import PluginRestoreContext
 from drtool.repo.writer import BackupSession
 from drtool.restore import run_restore
+from tests.fixtures import stores
 from tests.fixtures.kube import lab_name
 from tests.fixtures.registry import RegistryLab, start_registry
 
@@ -179,10 +179,7 @@ def test_damaged_backup_leaves_no_image_visible(
     index, _ = get_manifest(src.host, "platform/app0", "v1")
     layer = get_manifest(src.host, "platform/app0", index["manifests"][-1]["digest"])[0]["layers"][-1]["digest"]
     entry = next(a for a in manifest.artifacts_of("images") if a.name == "blobs/" + layer.replace(":", "/"))
-    name = layout.chunk(entry.chunks[0][0])
-    damaged = bytearray(repo.backend.get(name))
-    damaged[len(damaged) // 2] ^= 0x01
-    repo.backend.put(name, bytes(damaged))
+    stores.flip_byte(repo, entry.chunks[0][0])
     with pytest.raises(IntegrityError):
         run_restore(repo, manifest, plugin, {"registry": dst.host})
     for key in ("app0", "trainer", "model"):

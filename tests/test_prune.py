@@ -20,6 +20,7 @@ from drtool.repo.lock import StoreLocked, acquire
 from drtool.repo.repository import Repository
 from drtool.repo.writer import BackupSession
 from drtool.retention import RetentionPolicy
+from tests.fixtures import stores
 from tests.fixtures.core import PASSPHRASE
 
 
@@ -33,6 +34,10 @@ def backup_files(repo: Repository, folder: Path, content: bytes, backup_set: str
 
 def chunks_of(repo: Repository, backup_id: str) -> set[str]:
     return {c for a in repo.get_manifest(backup_id).artifacts for c, _ in a.chunks}
+
+
+def chunks_of_pack(repo: Repository, name: str) -> set[str]:
+    return {c for c in repo.chunk_ids() if stores.where(repo, c)[0] == name}
 
 
 @pytest.fixture(params=["local", "minio"])
@@ -73,8 +78,10 @@ def test_prune_forgets_per_set_and_collects_only_unreferenced_chunks(store: Repo
 
 def test_orphans_of_an_abandoned_backup_are_collected(store: Repository, tmp_path: Path) -> None:
     keep = backup_files(store, tmp_path / "k", os.urandom(100_000), "s")
-    with BackupSession(store, backup_set="s") as session, session.context_for("files").artifact("x") as sink:
-        sink.write(os.urandom(300_000))  # chunks stored, manifest never written: the process "died"
+    with BackupSession(store, backup_set="s") as session:
+        with session.context_for("files").artifact("x") as sink:
+            sink.write(os.urandom(300_000))
+        session.chunks.flush()  # chunks stored (and in format 2 indexed), manifest never written: the process "died"
     orphans = set(store.chunk_ids()) - chunks_of(store, keep)
     assert orphans
     report = prune(store, {})
@@ -116,15 +123,19 @@ def test_object_lock_retention_is_reported_not_an_error(minio, minio_env, tmp_pa
         Bucket=bucket, Key=locked_manifest, Retention={"Mode": "GOVERNANCE", "RetainUntilDate": until}
     )
     locked_chunk = sorted(chunks_of(store, old[1]) - chunks_of(store, old[2]))[0]
-    client.put_object_legal_hold(Bucket=bucket, Key=f"dr/{layout.chunk(locked_chunk)}", LegalHold={"Status": "ON"})
+    holder = stores.where(store, locked_chunk)[0]  # format 2: the pack that holds the chunk
+    client.put_object_legal_hold(Bucket=bucket, Key=f"dr/{holder}", LegalHold={"Status": "ON"})
 
     report = prune(store, {"a": RetentionPolicy(keep_last=1)})
 
     assert report.forgotten == [old[1]]  # old[0]'s manifest is under retention: it stays, and says why
     assert report.locked_objects[layout.manifest(old[0])].startswith("governance retention until ")
-    assert report.locked_objects[layout.chunk(locked_chunk)] == "legal hold"
+    assert report.locked_objects[holder] == "legal hold"
     assert set(store.backup_ids()) == {old[0], old[2]}
     assert locked_chunk in set(store.chunk_ids())
     assert check(store, read_data=True).ok
-    client.put_object_legal_hold(Bucket=bucket, Key=f"dr/{layout.chunk(locked_chunk)}", LegalHold={"Status": "OFF"})
-    assert prune(store, {"a": RetentionPolicy(keep_last=1)}).chunks_deleted == 1
+    client.put_object_legal_hold(Bucket=bucket, Key=f"dr/{holder}", LegalHold={"Status": "OFF"})
+    dead = chunks_of_pack(store, holder)
+    again = prune(store, {"a": RetentionPolicy(keep_last=1)})
+    assert again.chunks_deleted == len(dead) and again.packs_deleted == 1
+    assert locked_chunk not in set(store.chunk_ids()) and check(store, read_data=True).ok

@@ -7,6 +7,7 @@ Contract (tested by one conformance suite over every backend, tests/test_backend
   existing object; other puts are durable after the next ``sync`` (so a backend may batch directory
   flushes: the manifest, written exclusively after ``sync``, never names a chunk that could be lost).
 - ``get`` raises NotFound for a missing object, StoreUnavailable when the location cannot be reached.
+  ``get_range`` reads ``length`` bytes from ``start`` (fewer only at the object's end), with the same errors.
 - ``list`` yields the names under a prefix, in no promised order.
 - ``delete`` of a missing object is not an error (idempotent).
 """
@@ -38,6 +39,10 @@ class Backend(Protocol):
         ...
 
     def get(self, name: str) -> bytes: ...
+
+    def get_range(self, name: str, start: int, length: int) -> bytes:
+        """Bytes ``start`` to ``start + length`` of an object: a restore reads a run of chunks out of a pack."""
+        ...
 
     def exists(self, name: str) -> bool: ...
 

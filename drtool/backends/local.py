@@ -97,6 +97,16 @@ class LocalBackend:
         except OSError as exc:
             raise self._io_error("read", name, exc) from exc
 
+    def get_range(self, name: str, start: int, length: int) -> bytes:
+        try:
+            with open(self._path(name), "rb") as f:
+                f.seek(start)
+                return f.read(length)
+        except FileNotFoundError:
+            raise NotFound(f"{name} not found in store {self.url}") from None
+        except OSError as exc:
+            raise self._io_error("read", name, exc) from exc
+
     def exists(self, name: str) -> bool:
         return self._path(name).is_file()
 

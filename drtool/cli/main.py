@@ -21,6 +21,7 @@ from drtool.cli import (
     rehearse_cmd,
     runs_cmds,
     schedule_cmds,
+    shard_cmds,
     store_cmds,
 )
 from drtool.cli.state import AppState, console, print_json
@@ -82,6 +83,7 @@ app.add_typer(key_cmds.app, name="key")
 app.add_typer(catalog_cmds.app, name="catalog")
 app.add_typer(lab_cmds.app, name="lab")
 app.add_typer(schedule_cmds.app, name="schedule")
+app.add_typer(shard_cmds.app, name="shard")
 prune_cmd.register(app)
 app.add_typer(plan_cmds.app, name="plan")
 app.add_typer(runs_cmds.app, name="runs")

@@ -150,6 +150,7 @@ class ArtifactSource(Protocol):
 
 class BackupContext(Protocol):
     backup_id: str
+    shard: tuple[int, int] | None  # (index, count) when this is one worker of a sharded backup (docs/scaling.md)
 
     def artifact(
         self, name: str, *, meta: Mapping[str, Any] | None = None, sensitive: bool = False
@@ -331,6 +332,14 @@ class BasePlugin:
     name: str
     description: str
     lab: LabSupport | None = None
+    # a sharded backup (docs/scaling.md) runs a shardable plugin on every worker, each with ``ctx.shard``
+    # set, and the others on worker 0 only
+    shardable: bool = False
+
+    def merge_shards(self, metas: list[dict[str, Any]]) -> tuple[dict[str, Any], set[str]]:
+        """The plugin's meta for a sharded backup from its workers' metas, and the artifact names to leave
+        out (what is torn across workers). Only shardable plugins are asked; this default suits none."""
+        raise NotImplementedError(f"plugin {self.name} is not shardable")
 
     def discover(self, source: Mapping[str, Any]) -> Inventory:
         """Nothing counted: the plugin cannot tell what a backup would copy before copying it."""

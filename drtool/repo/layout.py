@@ -11,10 +11,16 @@ KEYS = "keys/"
 CHUNKS = "chunks/"
 MANIFESTS = "manifests/"
 LOCKS = "locks/"
+PACKS = "packs/"  # format 2
+INDEX = "index/"  # format 2
+JOBS = "jobs/"  # sharded backups in progress (docs/scaling.md)
 
 BACKUP_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")
 CHUNK_ID = re.compile(r"^[0-9a-f]{64}$")
 LOCK_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{16}$")
+PACK_ID = re.compile(r"^[0-9a-f]{32}$")
+INDEX_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{16}$")
+JOB_ID = re.compile(r"^[0-9a-z][0-9a-z.-]{0,62}$")
 
 
 def chunk(chunk_id: str) -> str:
@@ -51,3 +57,38 @@ def lock_id_of(name: str) -> str | None:
 def new_lock_id(created: dt.datetime) -> str:
     """Creation time first, so a listing reads oldest first; 64 random bits so two hosts never collide."""
     return f"{created:%Y%m%dT%H%M%SZ}-{secrets.token_hex(8)}"
+
+
+def pack(pack_id: str) -> str:
+    return f"{PACKS}{pack_id[:2]}/{pack_id}"
+
+
+def pack_id_of(name: str) -> str | None:
+    tail = name.rsplit("/", 1)[-1]
+    return tail if name.startswith(PACKS) and PACK_ID.match(tail) else None
+
+
+def new_pack_id() -> str:
+    """128 random bits: packs from concurrent writers (hosts, Indexed Job workers) never collide."""
+    return secrets.token_hex(16)
+
+
+def index(index_id: str) -> str:
+    return f"{INDEX}{index_id}"
+
+
+def index_id_of(name: str) -> str | None:
+    tail = name[len(INDEX) :] if name.startswith(INDEX) else ""
+    return tail if INDEX_ID.match(tail) else None
+
+
+def new_index_id() -> str:
+    return new_lock_id(dt.datetime.now(dt.UTC))
+
+
+def job_part(job_id: str, index: int) -> str:
+    return f"{JOBS}{job_id}/part-{index:05d}"
+
+
+def job_parts(job_id: str) -> str:
+    return f"{JOBS}{job_id}/"

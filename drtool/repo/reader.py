@@ -16,37 +16,41 @@ from drtool.repo.repository import Repository
 
 
 class ArtifactReader:
-    def __init__(self, repo: Repository, entry: ArtifactEntry, pool: ThreadPoolExecutor, readahead: int = 8):
-        self._repo = repo
+    """``readahead`` fetches run ahead on ``pool``: chunks (format 1) or runs of chunks in a pack (format 2)."""
+
+    def __init__(self, repo: Repository, entry: ArtifactEntry, pool: ThreadPoolExecutor, readahead: int | None = None):
         self.entry = entry
         self._pool = pool
-        self._readahead = readahead
-        self._next = 0
-        self._pending: deque[Future[bytes]] = deque()
+        self._readahead = readahead or repo.chunks.readahead
+        self._reads = repo.chunks.reads(entry.chunks)
+        self._pending: deque[Future[list[bytes]]] = deque()
+        self._ready: deque[bytes] = deque()
+        self._expected = iter(entry.chunks)
         self._sha = hashlib.sha256()
         self._size = 0
         self._buf = memoryview(b"")
         self._finished = False
 
     def _fill(self) -> None:
-        while len(self._pending) < self._readahead and self._next < len(self.entry.chunks):
-            chunk_id, length = self.entry.chunks[self._next]
-            self._pending.append(self._pool.submit(self._load, chunk_id, length))
-            self._next += 1
-
-    def _load(self, chunk_id: str, length: int) -> bytes:
-        data = self._repo.get_chunk(chunk_id)
-        if len(data) != length:
-            raise IntegrityError(f"chunk {chunk_id[:12]} of {self.entry.name} has the wrong length")
-        return data
+        while len(self._pending) < self._readahead:
+            read = next(self._reads, None)
+            if read is None:
+                return
+            self._pending.append(self._pool.submit(read))
 
     def next_chunk(self) -> bytes | None:
         """The next verified chunk, or None at the end (after the whole-artifact check passed)."""
-        self._fill()
-        if not self._pending:
-            self._finish()
-            return None
-        data = self._pending.popleft().result()
+        if not self._ready:
+            self._fill()
+            if not self._pending:
+                self._finish()
+                return None
+            self._ready.extend(self._pending.popleft().result())
+            self._fill()
+        data = self._ready.popleft()
+        chunk_id, length = next(self._expected, ("(extra)", -1))
+        if len(data) != length:
+            raise IntegrityError(f"chunk {chunk_id[:12]} of {self.entry.name} has the wrong length")
         self._sha.update(data)
         self._size += len(data)
         return data

@@ -8,23 +8,20 @@ restore is ``drtool.repo.restore_context.PluginRestoreContext(repo, manifest, pl
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-
-import zstandard
 
 from drtool.backends.backend import Backend
 from drtool.crypto import slots
 from drtool.crypto.credentials import Credentials
-from drtool.crypto.master import CHUNK, MANIFEST, MasterKey
+from drtool.crypto.master import MANIFEST, MasterKey
 from drtool.errors import IntegrityError, NotFound, ObjectExists, UsageError
-from drtool.repo import layout
-from drtool.repo.chunk_index import ChunkIndex
+from drtool.repo import layout, pack_index
+from drtool.repo.codec import Codec
 from drtool.repo.config import StoreConfig
+from drtool.repo.loose import LooseStore
 from drtool.repo.manifest import Manifest
-
-_RAW, _ZSTD = 0, 1
+from drtool.repo.packed import PackedStore
 
 
 class Repository:
@@ -33,7 +30,8 @@ class Repository:
         self.config = config
         self.key = key
         self.unlocked_with = slot
-        self._local = threading.local()
+        self.codec = Codec(config.compression_level, config.chunker.max_size)
+        self.chunks: LooseStore | PackedStore = PackedStore(self) if config.packed else LooseStore(self)
 
     # --- opening ----------------------------------------------------------------------------------
 
@@ -97,62 +95,12 @@ class Repository:
 
     # --- chunks -------------------------------------------------------------------------------------
 
-    def _compressor(self) -> zstandard.ZstdCompressor:
-        # zstd contexts are not thread-safe; one per worker thread
-        comp = getattr(self._local, "compressor", None)
-        if comp is None:
-            comp = self._local.compressor = zstandard.ZstdCompressor(level=self.config.compression_level)
-        return comp
-
-    def encode_chunk(self, chunk_id: str, data: bytes | memoryview) -> bytes:
-        packed = self._compressor().compress(data)
-        body = bytes([_ZSTD]) + packed if len(packed) < len(data) else bytes([_RAW]) + bytes(data)
-        return self.key.seal(CHUNK, chunk_id, body)
-
-    def decode_chunk(self, chunk_id: str, blob: bytes) -> bytes:
-        body = self.key.unseal(CHUNK, chunk_id, blob)
-        codec, payload = body[0], body[1:]
-        if codec == _ZSTD:
-            try:
-                data = zstandard.ZstdDecompressor().decompress(payload, max_output_size=self.config.chunker.max_size)
-            except zstandard.ZstdError as exc:
-                raise IntegrityError(f"chunk {chunk_id[:12]} does not decompress: {exc}") from None
-        elif codec == _RAW:
-            data = payload
-        else:
-            raise IntegrityError(f"chunk {chunk_id[:12]} has unknown codec {codec}")
-        if self.key.chunk_id(data) != chunk_id:
-            raise IntegrityError(f"chunk {chunk_id[:12]} content does not match its id")
-        return data
-
-    def has_chunk(self, chunk_id: str) -> bool:
-        return self.backend.exists(layout.chunk(chunk_id))
-
-    def put_chunk(self, chunk_id: str, data: bytes | memoryview, index: ChunkIndex | None = None) -> int:
-        """Store a chunk unless present (per ``index`` when given); returns the bytes written (0 if deduplicated)."""
-        present = chunk_id in index if index is not None else self.has_chunk(chunk_id)
-        if present:
-            return 0
-        blob = self.encode_chunk(chunk_id, data)
-        self.backend.put(layout.chunk(chunk_id), blob)
-        if index is not None:
-            index.add(chunk_id)
-        return len(blob)
-
-    def get_chunk(self, chunk_id: str) -> bytes:
-        try:
-            blob = self.backend.get(layout.chunk(chunk_id))
-        except NotFound:
-            raise IntegrityError(
-                f"chunk {chunk_id[:12]} is missing from the store", "run `drtool check` to list every missing chunk"
-            ) from None
-        return self.decode_chunk(chunk_id, blob)
-
     def chunk_ids(self) -> Iterator[str]:
-        for name in self.backend.list(layout.CHUNKS):
-            cid = layout.chunk_id_of(name)
-            if cid:
-                yield cid
+        """Every chunk the store holds: loose chunk objects (format 1), indexed ones (format 2)."""
+        if isinstance(self.chunks, LooseStore):
+            yield from self.chunks.ids()
+        else:
+            yield from pack_index.hex_ids(self.chunks.index(refresh=True).entries)
 
     # --- manifests ----------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from drtool.config import DEFAULT_WORKERS
@@ -73,9 +73,7 @@ class PluginRestoreContext:
         """Before a restore touches its target: every chunk of this plugin's artifacts is in the store,
         and of the deltas a point-in-time restore will replay."""
         needed = {cid: c.backup_id for c in (self, *self.deltas) for e in c._entries.values() for cid, _ in e.chunks}
-        with ThreadPoolExecutor(max_workers=self._workers) as pool:
-            futures = {pool.submit(self.repo.has_chunk, cid): cid for cid in needed}
-            missing = [futures[f] for f in as_completed(futures) if not f.result()]
+        missing = self.repo.chunks.missing(set(needed), self._workers)
         if missing:
             where = sorted({needed[cid] for cid in missing})
             raise IntegrityError(

@@ -1,6 +1,7 @@
 """Writing a backup: artifacts streamed through the chunker into a bounded pool of seal-and-upload workers.
 
-Memory stays bounded by the chunker window plus ``max_inflight`` chunks, whatever the artifact size.
+Memory stays bounded by the chunker window plus the chunks and packs in flight (drtool/repo/loose.py,
+drtool/repo/packed.py), whatever the artifact size.
 The manifest is written by ``BackupSession.commit`` only after every chunk upload has finished, and only
 while the session still holds its shared store lock (drtool/repo/lock.py), so a prune never removes a chunk
 this backup deduplicated against.
@@ -13,7 +14,6 @@ import hashlib
 import socket
 import threading
 from collections.abc import Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from drtool import __version__
@@ -21,8 +21,8 @@ from drtool.config import DEFAULT_WORKERS
 from drtool.errors import DrtoolError, StoreUnavailable, UsageError
 from drtool.plugin.contract import ArtifactInfo
 from drtool.progress import NullProgress, Progress
-from drtool.repo.chunk_index import ChunkIndex
 from drtool.repo.chunker import StreamChunker
+from drtool.repo.chunks import ChunkWriter, Stats
 from drtool.repo.lock import DEFAULT_TTL, acquire
 from drtool.repo.manifest import ArtifactEntry, ChainLink, Manifest, PluginOutcome, new_backup_id, utc_now
 from drtool.repo.repository import Repository
@@ -42,25 +42,6 @@ def merge_facts(into: dict[str, Any], new: Mapping[str, Any]) -> None:
             into[key] = value
 
 
-class _Upload:
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.ok = False
-
-
-class Stats:
-    """Counters shared by the upload workers."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.values = {"bytes_read": 0, "bytes_stored": 0, "chunks": 0, "chunks_new": 0, "bytes_reused": 0}
-
-    def add(self, **deltas: int) -> None:
-        with self._lock:
-            for k, v in deltas.items():
-                self.values[k] += v
-
-
 class ArtifactWriter:
     """The ``ArtifactSink`` a plugin writes to; ``close`` waits for its chunks and yields its entry."""
 
@@ -68,8 +49,9 @@ class ArtifactWriter:
         self._session = session
         self._chunker = StreamChunker(session.repo.config.chunker, session.repo.key.chunker_seed)
         self._sha = hashlib.sha256()
-        self._futures: list[Future[tuple[str, int]]] = []
+        self._stream = session.chunks.stream()
         self._size = 0
+        self.sha256: str | None = None  # set when the artifact is closed: a plugin may compare it with its source
         self._broken = False
         self.entry_fields = {"plugin": plugin, "name": name, "meta": dict(meta), "sensitive": sensitive}
 
@@ -91,19 +73,16 @@ class ArtifactWriter:
         # hashing whole chunks, not each write: plugins often write in small records (tar: 10 KiB)
         for chunk in chunks:
             self._sha.update(chunk)
-            self._futures.append(self._session.submit_chunk(chunk))
+            self._stream.add(chunk)
 
     def close(self) -> ArtifactEntry:
         self._submit(self._chunker.finish())
-        chunks = [f.result() for f in self._futures]
-        return ArtifactEntry(size=self._size, sha256=self._sha.hexdigest(), chunks=chunks, **self.entry_fields)
+        chunks = self._stream.finish()
+        self.sha256 = self._sha.hexdigest()
+        return ArtifactEntry(size=self._size, sha256=self.sha256, chunks=chunks, **self.entry_fields)
 
     def abandon(self) -> None:
-        for f in self._futures:
-            f.cancel()
-        for f in self._futures:
-            with contextlib.suppress(Exception):
-                f.result()
+        self._stream.abandon()
 
 
 class PluginBackupContext:
@@ -113,6 +92,7 @@ class PluginBackupContext:
         self._session = session
         self.plugin = plugin
         self.backup_id = session.backup_id
+        self.shard = session.shard  # (index, count) in a sharded backup (docs/scaling.md), else None
 
     @contextlib.contextmanager
     def artifact(
@@ -158,7 +138,7 @@ class PluginBackupContext:
         never referenced. Returns False when that cannot be done: the caller then writes the artifact.
         """
         entry = self._session.previous_entries(self.plugin).get(previous)
-        if entry is None or not all(cid in self._session.chunk_index for cid, _ in entry.chunks):
+        if entry is None or not all(cid in self._session.chunks for cid, _ in entry.chunks):
             return False
         self._check_name(name)
         update = {"name": name, "meta": dict(meta if meta is not None else entry.meta), "sensitive": sensitive}
@@ -187,9 +167,12 @@ class BackupSession:
         progress: Progress | None = None,
         lock_wait: float = DEFAULT_LOCK_WAIT,
         lock_ttl: float = DEFAULT_TTL,
+        backup_id: str | None = None,
+        shard: tuple[int, int] | None = None,
     ) -> None:
         self.repo = repo
-        self.backup_id = new_backup_id()
+        self.backup_id = backup_id or new_backup_id()
+        self.shard = shard
         self.started = utc_now()
         self.backup_set = backup_set
         self.tags = tags or []
@@ -200,29 +183,25 @@ class BackupSession:
         self.kind = "full"  # continuous backups (drtool/follow.py) set these two before commit
         self.chain: ChainLink | None = None
         self.progress = progress or NullProgress()
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-chunk")
-        self._slots = threading.BoundedSemaphore(2 * workers)
-        self._index = ChunkIndex(repo.backend)
         self._previous: dict[str, dict[str, ArtifactEntry]] = {}
         self._previous_lock = threading.Lock()
-        self._seen: dict[str, _Upload] = {}
-        self._seen_lock = threading.Lock()
         # taken before the chunk index is first read: what this backup dedups against stays in the store
         owner = f"backup {backup_set or '-'} {self.backup_id}"
         self.lock = acquire(repo, "shared", owner, wait=lock_wait, ttl=lock_ttl)
+        try:
+            self.chunks: ChunkWriter = repo.chunks.writer(self.stats, workers)
+        except BaseException:
+            self.lock.release()
+            raise
 
     def __enter__(self) -> BackupSession:
         return self
 
     def __exit__(self, *exc: object) -> None:
         try:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self.chunks.close()
         finally:
             self.lock.release()
-
-    @property
-    def chunk_index(self) -> ChunkIndex:
-        return self._index
 
     def previous_entries(self, plugin: str, lookback: int = 50) -> dict[str, ArtifactEntry]:
         """``plugin``'s artifacts by name in the newest of the last ``lookback`` backups of this backup set
@@ -250,33 +229,6 @@ class BackupSession:
     def context_for(self, plugin: str) -> PluginBackupContext:
         return PluginBackupContext(self, plugin)
 
-    def submit_chunk(self, data: bytes) -> Future[tuple[str, int]]:
-        self._slots.acquire()  # bounds memory: at most 2*workers chunks wait in the pool
-        future = self._pool.submit(self._store_chunk, data)
-        future.add_done_callback(lambda _: self._slots.release())
-        return future
-
-    def _store_chunk(self, data: bytes) -> tuple[str, int]:
-        chunk_id = self.repo.key.chunk_id(data)
-        with self._seen_lock:
-            upload = self._seen.get(chunk_id)
-            owner = upload is None
-            if owner:
-                upload = self._seen[chunk_id] = _Upload()
-        assert upload is not None
-        if owner:
-            try:
-                stored = self.repo.put_chunk(chunk_id, data, self._index)
-                upload.ok = True
-            finally:
-                upload.done.set()
-        else:
-            # the same chunk is being uploaded by another worker: wait, and only upload if that one failed
-            upload.done.wait()
-            stored = 0 if upload.ok else self.repo.put_chunk(chunk_id, data, self._index)
-        self.stats.add(bytes_read=len(data), chunks=1, bytes_stored=stored, chunks_new=int(stored > 0))
-        return chunk_id, len(data)
-
     def run_plugin(self, plugin: Any, source: Mapping[str, Any]) -> PluginOutcome:
         """Run one plugin's backup; a DrtoolError marks it failed and drops its artifacts, others go on."""
         started = utc_now()
@@ -295,8 +247,17 @@ class BackupSession:
 
     def commit(self) -> Manifest:
         """Write the manifest, last: from this moment on the backup exists."""
+        manifest = self.seal_contents()
+        self.lock.check()  # a lost lock means a prune may have run: publish nothing
+        self.repo.put_manifest(manifest)
+        return manifest
+
+    def seal_contents(self) -> Manifest:
+        """Flush every chunk (durable and indexed), then describe what this session wrote as a manifest; a
+        sharded backup's worker stores it as its part instead (drtool/shards.py)."""
+        self.chunks.flush()
         failed = any(o.status == "failed" for o in self.outcomes.values())
-        manifest = Manifest(
+        return Manifest(
             id=self.backup_id,
             store_id=self.repo.config.store_id,
             started=self.started,
@@ -313,7 +274,3 @@ class BackupSession:
             kind=self.kind,
             chain=self.chain,
         )
-        self.repo.backend.sync()  # every chunk durable before the manifest that names them
-        self.lock.check()  # a lost lock means a prune may have run: publish nothing
-        self.repo.put_manifest(manifest)
-        return manifest

@@ -17,6 +17,7 @@ from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
 from . import restore as _restore
+from . import shards as _shards
 from .lab import CheckpointsLab
 
 __all__ = ["CheckpointsPlugin"]
@@ -26,8 +27,10 @@ class CheckpointsPlugin(BasePlugin):
     name = "checkpoints"
     description = "Training checkpoints (DCP, safetensors, marker dirs, container archives) from S3 or disk"
     lab = CheckpointsLab()
+    shardable = True  # docs/scaling.md: each worker of a sharded backup copies its share of every checkpoint
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)
     verify = staticmethod(_restore.run_verify)
     dependencies = staticmethod(_restore.dependencies)
+    merge_shards = staticmethod(_shards.merge)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import posixpath
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +23,7 @@ from drtool.plugin.contract import ArtifactInfo, Check, Dependency, RestoreConte
 from drtool.plugin.toolkit import paths
 from drtool.plugin.toolkit.settings import as_bool, as_list
 
-from . import detect
+from . import detect, shards
 from .backup import scan
 from .location import IO_BLOCK, Location, hash_stream, open_location
 from .settings import DEFAULT_WORKERS, SourceSpec
@@ -34,14 +35,21 @@ class Options:
     source: str | None = None  # restore only this source, at the target's root
     overwrite: bool = False
     workers: int = DEFAULT_WORKERS
+    shard: tuple[int, int] | None = None  # a sharded restore (docs/scaling.md): this worker's index, and N
+    job: str = ""
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> Options:
+        shard = None
+        if options.get("shard_count") is not None:
+            shard = (int(options.get("shard_index", 0)), int(options["shard_count"]))
         return cls(
             select=tuple(as_list(options.get("checkpoints"))),
             source=options.get("source") or None,
             overwrite=as_bool(options.get("overwrite")),
             workers=max(1, int(options.get("workers", DEFAULT_WORKERS))),
+            shard=shard,
+            job=str(options.get("job") or ""),
         )
 
 
@@ -133,10 +141,11 @@ def run_restore(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping
                 "restore to an empty prefix, or pass -o overwrite=true",
             )
         written = 0
+        owner = shards.assign(((k, a.size) for g in groups for a, k in g.data), opts.shard[1]) if opts.shard else {}
         for group in groups:
             todo = {k for a, k in group.items if states[k] != a.sha256}
-            data = [(a, k) for a, k in group.data if k in todo]
-            commits = [(a, k) for a, k in group.commits if k in todo]
+            data = [(a, k) for a, k in group.data if k in todo and (not opts.shard or owner[k] == opts.shard[0])]
+            commits = [] if opts.shard else [(a, k) for a, k in group.commits if k in todo]
             done: list[str] = []
             try:
                 for (_, key), _ in zip(data, pool.map(lambda i: _put(ctx, loc, i[0], i[1]), data), strict=True):
@@ -149,15 +158,45 @@ def run_restore(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping
                     if states[key] is None:  # only what this run created; never an object that was there
                         loc.delete(key)
                 raise
-            written += len(todo)
+            written += len(data) + len(commits)
+        committed = not opts.shard
+        if opts.shard and _all_shards_done(loc, opts):
+            committed = True
+            for group in groups:  # the last worker to finish makes every checkpoint appear, commit files last
+                for art, key in group.commits:
+                    if states[key] != art.sha256:
+                        _put(ctx, loc, art, key)
+                        written += 1
+            _forget_shards(loc, opts)
     total = sum(len(g.items) for g in groups)
     if not written:
-        return RestoreResult(False, f"{len(groups)} checkpoint(s) already on {loc.url}", {"checkpoints": len(groups)})
+        facts = {"checkpoints": len(groups), "committed": committed}
+        return RestoreResult(False, f"{len(groups)} checkpoint(s) already on {loc.url}", facts)
     return RestoreResult(
         True,
         f"{len(groups)} checkpoint(s), {written}/{total} object(s) written to {loc.url}",
-        {"checkpoints": [g.name for g in groups], "objects_written": written},
+        {"checkpoints": [g.name for g in groups], "objects_written": written, "committed": committed},
     )
+
+
+SHARDS = ".drtool-shards"  # done markers of a sharded restore's workers, removed when it completes
+
+
+def _all_shards_done(loc: Location, opts: Options) -> bool:
+    """Mark this worker's data as landed; True when every worker's has (then the commit files may go)."""
+    assert opts.shard is not None
+    index, count = opts.shard
+    if not opts.job:
+        raise UsageError("checkpoints: a sharded restore needs -o job=ID", "drtool shard restore sets it")
+    empty = hashlib.sha256(b"").hexdigest()
+    loc.put(f"{SHARDS}/{opts.job}/done-{index:05d}", io.BytesIO(b""), 0, empty)
+    done = {o.key.rsplit("-", 1)[-1] for o in loc.list(f"{SHARDS}/{opts.job}")}
+    return all(f"{i:05d}" in done for i in range(count))
+
+
+def _forget_shards(loc: Location, opts: Options) -> None:
+    for o in loc.list(f"{SHARDS}/{opts.job}"):
+        loc.delete(o.key)
 
 
 def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:

@@ -1,0 +1,313 @@
+"""Format 2: chunks in pack files of about 16 MiB, found through the index (docs/store-format.md, "Packs").
+
+Writing. Each artifact stream seals its chunks on the session's worker pool (keyed BLAKE3 id, compression
+where a sample says it pays, AES-GCM) and appends them, in order, to a pack of its own: a restore then
+reads a run of consecutive chunks with one ranged GET. A full pack is uploaded on a bounded pool; what is
+left of a stream's pack when it ends joins the session's shared pack, so small artifacts do not make small
+packs. ``flush`` uploads the last packs, waits for every upload, then writes the session's index object:
+only then may a manifest name the chunks.
+
+Crash safety. A pack is one atomic PUT. A backup killed after some uploads leaves packs no index names;
+the next backup lists ``packs/``, reads the header of each such pack (it is self-describing) and indexes it
+with its own packs, so what landed is reused, not uploaded again. Prune deletes packs no index names.
+
+Reading. A run of chunks that sit next to each other in one pack (at most ``RUN_BYTES``) is one ranged GET;
+each blob is authenticated, decompressed and re-hashed. If a pack is gone (a prune repacked it while this
+reader held an older index), the index is read again once and the run retried from the chunks' new packs.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from drtool.crypto.master import BLOB
+from drtool.errors import IntegrityError, NotFound
+from drtool.repo import layout, pack_index
+from drtool.repo.chunks import ChunkRef, Read, Stats
+from drtool.repo.pack import BlobEntry, PackBuilder, header_length, parse_header
+from drtool.repo.pack_index import Located, PackIndex, Shipped
+
+if TYPE_CHECKING:
+    from drtool.repo.repository import Repository
+
+RUN_BYTES = 4 * 1024 * 1024  # one ranged GET on restore: big enough to amortise a request, small enough to overlap
+HEADER_GUESS = 64 * 1024  # the tail read first when adopting a pack; a pack of 1,400 chunks has a longer header
+
+
+class PackedStore:
+    readahead = 4  # runs fetched ahead per artifact stream: 16 MiB in flight, whatever the chunk size
+
+    def __init__(self, repo: Repository) -> None:
+        self.repo = repo
+        self._index: PackIndex | None = None
+        self._lock = threading.Lock()
+        self.hasher = repo.key.chunk_hasher(repo.config.chunk_id)
+
+    def invalidate(self) -> None:
+        """Forget the index read so far (this process wrote an index object: the next reader reads it)."""
+        with self._lock:
+            self._index = None
+
+    def index(self, refresh: bool = False) -> PackIndex:
+        """The union of the store's index objects, read once (again with ``refresh``)."""
+        with self._lock:
+            if self._index is None or refresh:
+                self._index, _ = pack_index.load(self.repo.backend, self.repo.key)
+            return self._index
+
+    def open_blob(self, located: Located, blob: bytes | memoryview) -> bytes:
+        """A blob's plaintext, authenticated, decompressed and checked against its id."""
+        entry = located.blob
+        what = f"chunk {entry.chunk_id[:12]} (pack {located.pack_id[:12]})"
+        body = self.repo.key.unseal(BLOB, entry.chunk_id, blob)
+        data = bytes(self.repo.codec.decode(entry.codec, body, what))
+        if len(data) != entry.plain_length or self.hasher(data) != entry.chunk_id:
+            raise IntegrityError(f"{what}: content does not match its id")
+        return data
+
+    def read_header(self, pack_id: str) -> tuple[int, list[BlobEntry]]:
+        """A pack's size and the blobs its own header lists."""
+        name = layout.pack(pack_id)
+        size = self.repo.backend.size(name)
+        start = max(0, size - HEADER_GUESS)
+        tail = self.repo.backend.get_range(name, start, size - start)
+        need = header_length(tail)
+        if need > len(tail) and need <= size:
+            tail = self.repo.backend.get_range(name, size - need, need)
+        return size, parse_header(self.repo.key, pack_id, tail, size)
+
+    def pack_ids(self) -> set[str]:
+        return {pid for name in self.repo.backend.list(layout.PACKS) if (pid := layout.pack_id_of(name))}
+
+    # -- the ChunkStore interface ---------------------------------------------------------------------
+
+    def writer(self, stats: Stats, workers: int) -> PackWriter:
+        return PackWriter(self, stats, workers)
+
+    def reads(self, chunks: list[ChunkRef]) -> Iterator[Read]:
+        index = self.index()
+        run: list[Located] = []
+        for chunk_id, _ in chunks:
+            located = index.lookup(chunk_id)
+            if located is None:  # written since this process read the index? read it once more
+                index = self.index(refresh=True)
+                located = index.lookup(chunk_id)
+            if located is None:
+                raise IntegrityError(
+                    f"chunk {chunk_id[:12]} is in no index of the store", "run `drtool check` to see the damage"
+                )
+            last = run[-1] if run else None
+            if last is not None and (
+                located.pack_id != last.pack_id
+                or located.blob.offset != last.blob.offset + last.blob.sealed_length
+                or located.blob.offset + located.blob.sealed_length - run[0].blob.offset > RUN_BYTES
+            ):
+                yield lambda r=run: self._read_run(r)
+                run = []
+            run.append(located)
+        if run:
+            yield lambda r=run: self._read_run(r)
+
+    def _read_run(self, run: list[Located], retried: bool = False) -> list[bytes]:
+        start = run[0].blob.offset
+        length = run[-1].blob.offset + run[-1].blob.sealed_length - start
+        try:
+            data = memoryview(self.repo.backend.get_range(layout.pack(run[0].pack_id), start, length))
+        except NotFound:
+            if retried:
+                raise IntegrityError(
+                    f"pack {run[0].pack_id[:12]} is missing from the store", "run `drtool check` to see the damage"
+                ) from None
+            index = self.index(refresh=True)  # a prune may have moved these chunks into another pack
+            moved = [index.lookup(loc.blob.chunk_id) or loc for loc in run]
+            return [chunk for loc in moved for chunk in self._read_run([loc], retried=True)]
+        if len(data) != length:
+            raise IntegrityError(f"pack {run[0].pack_id[:12]} is shorter than its index says")
+        return [
+            self.open_blob(loc, data[loc.blob.offset - start : loc.blob.offset - start + loc.blob.sealed_length])
+            for loc in run
+        ]
+
+    def missing(self, chunk_ids: set[str], workers: int) -> list[str]:
+        index = self.index()
+        missing, packs = [], collections.defaultdict(list)
+        for cid in chunk_ids:
+            located = index.lookup(cid)
+            if located is None:
+                missing.append(cid)
+            else:
+                packs[located.pack_id].append(cid)
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            present = dict(zip(packs, pool.map(lambda p: self.repo.backend.exists(layout.pack(p)), packs), strict=True))
+        return missing + [cid for pid, cids in packs.items() if not present[pid] for cid in cids]
+
+
+class PackWriter:
+    """One backup session's packs: sealing on ``workers`` threads, uploads on a bounded pool."""
+
+    def __init__(self, store: PackedStore, stats: Stats, workers: int) -> None:
+        self.store = store
+        self.repo = store.repo
+        self.stats = stats
+        self.workers = workers
+        self.target = self.repo.config.packs.target_size if self.repo.config.packs else 16 << 20
+        self._index = store.index(refresh=True)
+        self._claimed: set[str] = set()
+        self._lock = threading.Lock()
+        self._shipped: list[Shipped] = self._adopt_orphans()
+        self._shared = PackBuilder()
+        self._seal_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-seal")
+        self._upload_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-pack")
+        self._upload_slots = threading.BoundedSemaphore(workers)  # packs in flight: memory is workers x 16 MiB
+        self._uploads: list[Future[None]] = []
+        self._failure: BaseException | None = None
+
+    def _adopt_orphans(self) -> list[Shipped]:
+        """Packs a killed backup uploaded but never indexed: indexed with this session's packs and reused."""
+        orphans = sorted(self.store.pack_ids() - self._index.pack_ids())
+        adopted = []
+        for pack_id in orphans:
+            try:
+                size, entries = self.store.read_header(pack_id)
+            except (IntegrityError, NotFound):
+                continue  # damaged or deleted meanwhile: not reused; `drtool check` reports it
+            adopted.append((pack_id, size, entries))
+            self._claimed.update(e.chunk_id for e in entries)
+        return adopted
+
+    def stream(self) -> PackStream:
+        return PackStream(self)
+
+    def __contains__(self, chunk_id: str) -> bool:
+        with self._lock:
+            return chunk_id in self._claimed or chunk_id in self._index
+
+    def seal(self, chunk: bytes) -> tuple[str, int, int, bytearray | None]:
+        """(id, plaintext length, codec, sealed blob); no blob when the store or this session has the chunk."""
+        chunk_id = self.store.hasher(chunk)
+        if chunk_id in self:
+            return chunk_id, len(chunk), 0, None
+        codec, payload = self.repo.codec.encode(chunk)
+        return chunk_id, len(chunk), codec, self.repo.key.seal_fresh(BLOB, chunk_id, payload)
+
+    def claim(self, chunk_id: str) -> bool:
+        """True for the first stream to hand over ``chunk_id``: it stores it, the others refer to it."""
+        with self._lock:
+            if chunk_id in self._claimed or chunk_id in self._index:
+                return False
+            self._claimed.add(chunk_id)
+            return True
+
+    def ship(self, pack: PackBuilder) -> None:
+        """Upload a pack on the upload pool (waiting while ``workers`` packs are in flight)."""
+        self.raise_failure()
+        if not pack.entries:
+            return
+        pack_id = layout.new_pack_id()
+        data = pack.finish(self.repo.key, pack_id)
+        self.stats.add(bytes_stored=len(data))
+        self._upload_slots.acquire()
+        try:
+            future = self._upload_pool.submit(self.repo.backend.put, layout.pack(pack_id), data)
+        except BaseException:
+            self._upload_slots.release()
+            raise
+        future.add_done_callback(self._uploaded)
+        with self._lock:
+            self._uploads.append(future)
+            self._shipped.append((pack_id, len(data), pack.entries))
+
+    def _uploaded(self, future: Future[None]) -> None:
+        self._upload_slots.release()
+        exc = future.exception() if not future.cancelled() else None
+        if exc is not None and self._failure is None:
+            self._failure = exc
+
+    def raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def keep_leftover(self, pack: PackBuilder) -> None:
+        """A stream's last, partly filled pack joins the shared pack (uploaded once it is full)."""
+        full = None
+        with self._lock:
+            self._shared.take(pack)
+            if len(self._shared) >= self.target:
+                full, self._shared = self._shared, PackBuilder()
+        if full is not None:
+            self.ship(full)
+
+    def flush(self) -> None:
+        with self._lock:
+            last, self._shared = self._shared, PackBuilder()
+        self.ship(last)
+        with self._lock:
+            uploads = list(self._uploads)
+        for future in uploads:
+            future.result()
+        self.raise_failure()
+        self.repo.backend.sync()  # every pack durable before the index that names it
+        with self._lock:
+            shipped, self._shipped = self._shipped, []
+        if shipped:
+            packs, entries = pack_index.entries_of(shipped)
+            pack_index.write(self.repo.backend, self.repo.key, packs, entries)
+            self.store.invalidate()
+
+    def close(self) -> None:
+        self._seal_pool.shutdown(wait=True, cancel_futures=True)
+        self._upload_pool.shutdown(wait=True, cancel_futures=True)
+
+    def submit(self, chunk: bytes) -> Future[tuple[str, int, int, bytearray | None]]:
+        return self._seal_pool.submit(self.seal, chunk)
+
+
+class PackStream:
+    """One artifact's chunks, sealed in parallel and appended in order to the stream's own pack."""
+
+    def __init__(self, writer: PackWriter) -> None:
+        self._writer = writer
+        self._pending: collections.deque[Future[tuple[str, int, int, bytearray | None]]] = collections.deque()
+        self._refs: list[ChunkRef] = []
+        self._pack = PackBuilder()
+        self._limit = 2 * writer.workers  # chunks sealed ahead of the append: bounds memory per stream
+
+    def add(self, chunk: bytes) -> None:
+        self._pending.append(self._writer.submit(chunk))
+        while self._pending and (len(self._pending) > self._limit or self._pending[0].done()):
+            self._append(self._pending.popleft().result())
+
+    def _append(self, sealed: tuple[str, int, int, bytearray | None]) -> None:
+        chunk_id, length, codec, blob = sealed
+        self._refs.append((chunk_id, length))
+        new = blob is not None and self._writer.claim(chunk_id)
+        self._writer.stats.add(bytes_read=length, chunks=1, chunks_new=int(new))
+        if new:
+            assert blob is not None
+            self._pack.add(chunk_id, codec, length, blob)
+            if len(self._pack) >= self._writer.target:
+                full, self._pack = self._pack, PackBuilder()
+                self._writer.ship(full)
+
+    def finish(self) -> list[ChunkRef]:
+        while self._pending:
+            self._append(self._pending.popleft().result())
+        self._writer.keep_leftover(self._pack)
+        self._pack = PackBuilder()
+        return self._refs
+
+    def abandon(self) -> None:
+        """Stop waiting for this artifact; what it already sealed is kept (another stream may refer to it)."""
+        for future in self._pending:
+            future.cancel()
+        for future in self._pending:
+            with contextlib.suppress(Exception):
+                future.result()  # unclaimed: no other stream refers to these
+        self._pending.clear()
+        with contextlib.suppress(Exception):  # the error that doomed the artifact is the one to surface
+            self._writer.keep_leftover(self._pack)

@@ -1,0 +1,223 @@
+"""Sharded backups: N workers (a Kubernetes Indexed Job's pods) write one backup (docs/scaling.md).
+
+Protocol, over the store alone (no coordinator, no extra service):
+1. Every worker claims the job's backup id: the first to write ``jobs/<job>/backup-id`` (create-if-absent)
+   decides it, the others read it. A job id names one Job (its uid), so a rerun of a failed pod is the same
+   job and a new Job is a new backup.
+2. Worker ``i`` runs each plugin with ``ctx.shard = (i, N)``: a shardable plugin (checkpoints) takes its share
+   of the objects, the others run on worker 0 only. Its chunks go to packs like any backup's, and it flushes
+   them (durable and indexed) before it writes its part, ``jobs/<job>/part-<i>``: what a manifest would
+   hold, sealed. Nothing is visible yet: parts are not backups.
+3. After writing its part, a worker lists the parts; the one that sees all N merges them (each shardable
+   plugin merges its shards' facts and drops what is torn across them) and writes the manifest with
+   create-if-absent: exactly one commit publishes, a second committer finds it done. Then the parts go.
+A killed worker leaves no part (or a whole one): the backup stays invisible until a rerun of that index
+writes it, and the rerun deduplicates against every pack that landed (adopted if it was never indexed).
+Prune treats the chunks of uncommitted parts as live, and removes the parts of committed jobs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import zstandard
+from pydantic import BaseModel
+
+from drtool import __version__
+from drtool.crypto.master import PART
+from drtool.errors import DrtoolError, NotFound, ObjectExists, SourceError, UsageError
+from drtool.plugin.contract import Plugin
+from drtool.progress import Progress
+from drtool.repo import layout
+from drtool.repo.lock import acquire
+from drtool.repo.manifest import Manifest, PluginOutcome, new_backup_id, utc_now
+from drtool.repo.repository import Repository
+from drtool.repo.writer import DEFAULT_LOCK_WAIT, BackupSession, merge_facts
+
+if TYPE_CHECKING:
+    from drtool.catalog import Catalog
+
+
+class ShardPart(BaseModel):
+    """One worker's share of a sharded backup: its plugins' outcomes and artifacts, as a manifest holds them."""
+
+    version: int = 1
+    job: str
+    index: int
+    count: int
+    manifest: Manifest
+
+
+def check_job(job: str, index: int, count: int) -> None:
+    if not layout.JOB_ID.match(job):
+        raise UsageError(f"invalid job id {job!r}", "use the Job's uid or name: lowercase letters, digits, '-', '.'")
+    if count < 1 or not 0 <= index < count:
+        raise UsageError(
+            f"shard index {index} is outside 0..{count - 1}", "set --index or JOB_COMPLETION_INDEX below --count"
+        )
+
+
+def _put(repo: Repository, name: str, seal_name: str, data: bytes) -> None:
+    repo.backend.put(name, repo.key.seal(PART, seal_name, zstandard.ZstdCompressor().compress(data)), exclusive=True)
+
+
+def _get(repo: Repository, name: str, seal_name: str) -> bytes:
+    return zstandard.ZstdDecompressor().decompress(repo.key.unseal(PART, seal_name, repo.backend.get(name)))
+
+
+def job_backup_id(repo: Repository, job: str) -> str:
+    """The backup id every worker of ``job`` writes to: the first claim wins."""
+    name = f"{layout.job_parts(job)}backup-id"
+    with contextlib.suppress(ObjectExists):
+        _put(repo, name, f"{job}/backup-id", new_backup_id().encode())
+    return _get(repo, name, f"{job}/backup-id").decode()
+
+
+def read_parts(repo: Repository, job: str) -> dict[int, ShardPart]:
+    parts = {}
+    for name in repo.backend.list(layout.job_parts(job)):
+        tail = name.rsplit("/", 1)[-1]
+        if tail.startswith("part-"):
+            index = int(tail.removeprefix("part-"))
+            parts[index] = ShardPart.model_validate_json(_get(repo, name, f"{job}/{index}"))
+    return parts
+
+
+def run_shard_backup(
+    repo: Repository,
+    plugins: Sequence[Plugin],
+    sources: Mapping[str, Mapping[str, Any]],
+    *,
+    job: str,
+    index: int,
+    count: int,
+    backup_set: str | None = None,
+    tags: list[str] | None = None,
+    progress: Progress | None = None,
+    lock_wait: float = DEFAULT_LOCK_WAIT,
+    catalog: Catalog | None = None,
+) -> Manifest | None:
+    """Back up worker ``index``'s share, then commit if every part is there. Returns the manifest if this call
+    (or an earlier one) published the backup, None while parts are still missing."""
+    check_job(job, index, count)
+    backup_id = job_backup_id(repo, job)
+    if index not in read_parts(repo, job) and not _published(repo, backup_id):
+        with BackupSession(
+            repo, backup_set=backup_set, tags=tags, progress=progress, lock_wait=lock_wait,
+            backup_id=backup_id, shard=(index, count),
+        ) as session:  # fmt: skip
+            for plugin in plugins:
+                if getattr(plugin, "shardable", False) or index == 0:
+                    session.run_plugin(plugin, sources.get(plugin.name, {}))
+            part = ShardPart(job=job, index=index, count=count, manifest=session.seal_contents())
+            session.lock.check()  # a prune may have run while this part was written: its chunks could be gone
+            # ObjectExists: a rerun of this index raced an earlier attempt that finished; either part is whole
+            with contextlib.suppress(ObjectExists):
+                _put(repo, layout.job_part(job, index), f"{job}/{index}", part.model_dump_json().encode())
+    manifest = commit(repo, plugins, job, count, lock_wait=lock_wait)
+    if manifest is not None and catalog is not None:
+        catalog.record(manifest)
+    return manifest
+
+
+def _published(repo: Repository, backup_id: str) -> bool:
+    return repo.backend.exists(layout.manifest(backup_id))
+
+
+def commit(
+    repo: Repository, plugins: Sequence[Plugin], job: str, count: int, *, lock_wait: float = DEFAULT_LOCK_WAIT
+) -> Manifest | None:
+    """Publish the job's backup once all ``count`` parts are written; None while some are missing."""
+    backup_id = job_backup_id(repo, job)
+    if _published(repo, backup_id):
+        return repo.get_manifest(backup_id)
+    parts = read_parts(repo, job)
+    if sorted(parts) != list(range(count)):
+        return None
+    manifest = merge(backup_id, [parts[i] for i in range(count)], {p.name: p for p in plugins})
+    with acquire(repo, "shared", f"commit {job} {backup_id}", wait=lock_wait) as lock:
+        lock.check()
+        try:
+            repo.put_manifest(manifest)
+        except DrtoolError:
+            if not _published(repo, backup_id):
+                raise
+            return repo.get_manifest(backup_id)  # another worker committed first
+    remove_job(repo, job)
+    return manifest
+
+
+def merge(backup_id: str, parts: list[ShardPart], plugins: Mapping[str, Plugin]) -> Manifest:
+    """One manifest from the workers' parts; a plugin that failed on any worker failed for the backup."""
+    manifests = [p.manifest for p in parts]
+    names = list(dict.fromkeys(n for m in manifests for n in m.plugins))
+    outcomes: dict[str, PluginOutcome] = {}
+    dropped: set[tuple[str, str]] = set()
+    for name in names:
+        outs = [m.plugins[name] for m in manifests if name in m.plugins]
+        started, finished = min(o.started for o in outs), max(o.finished for o in outs)
+        failed = next((o for o in outs if o.status == "failed"), None)
+        if failed is not None:
+            outcomes[name] = failed.model_copy(update={"started": started, "finished": finished})
+            dropped |= {(a.plugin, a.name) for m in manifests for a in m.artifacts_of(name)}
+            continue
+        plugin = plugins.get(name)
+        meta, drop = (
+            (outs[0].meta, set()) if len(outs) == 1 or plugin is None else plugin.merge_shards([o.meta for o in outs])
+        )
+        dropped |= {(name, a) for a in drop}
+        outcomes[name] = PluginOutcome(status="ok", started=started, finished=finished, meta=meta)
+    if outcomes and all(o.status == "failed" for o in outcomes.values()):
+        detail = "; ".join(f"{n}: {o.error}" for n, o in outcomes.items())
+        raise SourceError(f"sharded backup failed on every plugin, nothing was published: {detail}")
+    stats: dict[str, int] = {}
+    domain: dict[str, Any] = {}
+    for m in manifests:
+        for k, v in m.stats.items():
+            stats[k] = stats.get(k, 0) + v
+        merge_facts(domain, m.failure_domain)
+    first = manifests[0]
+    return Manifest(
+        id=backup_id,
+        store_id=first.store_id,
+        started=min(m.started for m in manifests),
+        finished=utc_now(),
+        status="partial" if any(o.status == "failed" for o in outcomes.values()) else "complete",
+        hostname=socket.gethostname(),
+        drtool_version=__version__,
+        backup_set=first.backup_set,
+        tags=first.tags,
+        plugins=outcomes,
+        artifacts=[a for m in manifests for a in m.artifacts if (a.plugin, a.name) not in dropped],
+        failure_domain=domain,
+        stats=stats | {"shards": len(parts)},
+    )
+
+
+def remove_job(repo: Repository, job: str) -> None:
+    for name in list(repo.backend.list(layout.job_parts(job))):
+        repo.backend.delete(name)
+
+
+def jobs(repo: Repository) -> set[str]:
+    return {n[len(layout.JOBS) :].split("/", 1)[0] for n in repo.backend.list(layout.JOBS)}
+
+
+def pending_parts(repo: Repository, cleanup: bool = False) -> list[ShardPart]:
+    """Parts of jobs not committed yet: prune keeps their chunks (and, with ``cleanup``, removes what
+    committed jobs left behind)."""
+    pending = []
+    for job in sorted(jobs(repo)):
+        try:
+            backup_id = _get(repo, f"{layout.job_parts(job)}backup-id", f"{job}/backup-id").decode()
+        except NotFound:
+            backup_id = ""
+        if backup_id and _published(repo, backup_id):
+            if cleanup:
+                remove_job(repo, job)  # committed; the committer died before cleaning up
+            continue
+        pending += read_parts(repo, job).values()
+    return pending
