@@ -175,7 +175,7 @@ def test_without_the_escrow_the_rebuilt_cluster_is_not_the_same(rebuilt: Rebuilt
     # a new encryption key: the server cannot decrypt the Secrets it must cache, and never becomes ready
     fresh_enc = lab.add("kube-apiserver", name="fresh-encryption", etcd_servers=etcd)
     assert isinstance(fresh_enc, KubeApiserver)
-    with pytest.raises(SourceError, match="not ready"):
+    with pytest.raises(SourceError, match="did not become ready"):
         fresh_enc.start(timeout=15)  # it is ready in about 3 s when it can decrypt
     assert "failed to decrypt data" in fresh_enc.log_path.read_text()
     assert not fresh_enc.running()

@@ -314,7 +314,8 @@ def test_the_webhook_receives_the_documented_events_in_order(run_cli: Cli, recei
         + "  - id: broken\n    uses: writer\n    with: {fail: true}\n    target: {etcd: x, prefix: y}\n"
         + files_step("fine", into, needs="broken")
     )
-    plan = write_plan(tmp_path, steps, extra="objectives: {rto: 1h}\nnotify: {webhook: '${HOOK}'}\n")
+    extra = "objectives: {rto: 1h}\nvariables: {HOOK: receiver URL}\nnotify: {webhook: '${HOOK}'}\n"
+    plan = write_plan(tmp_path, steps, extra=extra)
     proc = run_cli("restore", "--plan", str(plan), env={"HOOK": receiver.url})
     assert_clean_error(proc, 7, "step(s) broken failed", "--approve dns")
     run_id = run_id_in(proc.stderr)

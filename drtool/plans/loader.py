@@ -42,9 +42,9 @@ class Problem:
     hint: str = ""
     severity: str = "error"  # or "warning": reported, does not make the plan invalid
 
-    def render(self, path: Path | str) -> str:
+    def render(self, path: Path | str, *, hint: bool = True) -> str:
         where = f"{path}:{self.line}" if self.line else str(path)
-        return f"{where}: {self.severity}: {self.message}" + (f" ({self.hint})" if self.hint else "")
+        return f"{where}: {self.severity}: {self.message}" + (f" ({self.hint})" if hint and self.hint else "")
 
 
 @dataclasses.dataclass
@@ -86,7 +86,7 @@ class LoadedPlan:
             first = errors[0] if errors else Problem(None, "the plan is invalid")
             more = f"; {len(errors) - 1} more" if len(errors) > 1 else ""
             raise UsageError(
-                f"{first.render(self.path)}{more}",
+                f"{first.render(self.path, hint=False)}{more}",
                 first.hint if not more else f"`drtool plan validate {self.path}` lists them all",
             )
         return self.plan
