@@ -19,12 +19,15 @@ from drtool.plugin.contract import RestoreContext
 from .discovery import CRDS, ResourceType
 
 FORMAT = "ndjson-objects-v1"
+LEFT_FORMAT = "ndjson-left-to-controllers-v1"  # left.py's records
 
 
 def types_in(ctx: RestoreContext) -> list[ResourceType]:
     """The resource types of this backup, from each artifact's recorded meta (no source discovery)."""
     out = []
     for art in ctx.artifacts:
+        if art.meta.get("format") == LEFT_FORMAT:
+            continue  # what the backup left to controllers (left.py), not objects to restore
         if art.meta.get("format") != FORMAT:
             raise IntegrityError(f"artifact {art.name} has unknown format {art.meta.get('format')!r}")
         out.append(ResourceType.from_meta(dict(art.meta)))
