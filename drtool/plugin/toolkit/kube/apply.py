@@ -155,11 +155,13 @@ class Applier:
         return outcome
 
     def _wants_status(self, record: Obj, t: ResourceType) -> bool:
-        """Status is written for objects this restore created, through /status where the type has it.
+        """Status is written for custom resources this restore created, through /status where the type has it.
 
         An object that already existed keeps the status its controller wrote: re-applying the backup's
-        would fight the controller and make every rerun a change."""
-        return bool(self.opts.restore_status and t.status and record.get("status"))
+        would fight the controller and make every rerun a change. A built-in object's status is never
+        written: its controller computes it in the new cluster, and the old cluster's copy would make a
+        Deployment look Available, or a Job Complete, before anything ran there."""
+        return bool(self.opts.restore_status and t.crd and t.status and record.get("status"))
 
     def ssa(self, t: ResourceType, body: Obj, sub: str | None = None, dry_run: bool = False) -> Obj:
         meta = body["metadata"]
