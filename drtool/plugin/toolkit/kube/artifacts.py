@@ -36,7 +36,12 @@ def types_in(ctx: RestoreContext) -> list[ResourceType]:
 
 def records(ctx: RestoreContext, t: ResourceType) -> Iterator[dict[str, Any]]:
     """Records of one type, one parsed line at a time, straight from the verified stream."""
-    with ctx.open(t.artifact) as src:
+    return ndjson(ctx, t.artifact)
+
+
+def ndjson(ctx: RestoreContext, name: str) -> Iterator[dict[str, Any]]:
+    """The JSON lines of one artifact, parsed one at a time from the verified stream."""
+    with ctx.open(name) as src:
         rest = b""
         for chunk in src:
             lines = (rest + chunk).split(b"\n")

@@ -11,7 +11,6 @@ exists in the target: a restored Deployment is what brings its Pods back.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 from drtool.plugin.contract import Check, RestoreContext
 
 from .artifacts import LEFT_FORMAT as FORMAT
-from .artifacts import records
+from .artifacts import ndjson, records
 from .client import KubeClient
 from .discovery import ResourceType
 from .objects import dumps, object_key
@@ -62,10 +61,7 @@ def record_line(obj: Obj, t: ResourceType, reason: str) -> bytes | None:
 def _left_records(ctx: RestoreContext) -> Iterator[Obj]:
     for art in ctx.artifacts:
         if art.meta.get("format") == FORMAT:
-            with ctx.open(art.name) as src:
-                for line in src.read().splitlines():
-                    if line.strip():
-                        yield json.loads(line)
+            yield from ndjson(ctx, art.name)
 
 
 @dataclasses.dataclass(frozen=True)

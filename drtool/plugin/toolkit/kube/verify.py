@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from drtool.plugin.contract import Check, RestoreContext
@@ -181,7 +181,7 @@ def _failing_lines(judgements: list[Judgement]) -> list[str]:
     return out
 
 
-def _listed_lines(judgements: Any, kind: str, title: str) -> list[str]:
+def _listed_lines(judgements: Iterable[Judgement], kind: str, title: str) -> list[str]:
     """What the target's managers added (or keep current), per manager and field, counted in objects."""
     seen: Counter[tuple[str, str]] = Counter()
     objects = 0
