@@ -3,9 +3,10 @@
 One source and one target for the module, never both up at once: a living lab is seeded through the plugins'
 lab support (kubernetes, kueue, dns-certs), left to run until its platform has acted on the seed (the
 Deployments' ReplicaSets and Pods, the StatefulSets' Pods, Kueue's Workloads and admissions, cert-manager's
-issuances), backed up, and stopped. A second living lab is the target; the kubernetes restore into it is done
-once (``restored``, after dns-certs, as the full-rebuild plan orders them), and each test reads what the target's platform did with it, through the official
-``kubernetes`` client. Writes a test makes to show drift are undone by restoring again.
+issuances), backed up, and stopped. A second living lab is the target; the restore into it is done once
+(``restored``: dns-certs, then every object, as the full-rebuild plan orders them), and each test reads what
+the target's platform did with it, through the official ``kubernetes`` client. Writes a test makes to show
+drift are undone by restoring again.
 """
 
 from __future__ import annotations
