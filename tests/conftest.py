@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from drtool.errors import SourceError
 from drtool.lab.build import cache_dir
+from drtool.lab.gorun import go_executable
 
 pytest_plugins = [
     "tests.fixtures.core",
@@ -35,16 +38,31 @@ def lab_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session", autouse=True)
 def shared_binary_cache() -> Iterator[None]:
-    """Pin DRTOOL_CACHE to this user's cache for the whole session, child processes included.
+    """Pin DRTOOL_CACHE and Go's module cache to this user's for the whole session, child processes included.
 
     `drtool lab up` starts kube-apiserver by default, and the CLI tests run drtool with a temporary HOME:
     without this, ``~/.cache/drtool`` would point into that HOME and each such test would rebuild
-    kube-apiserver from scratch (minutes, 2.4 GB) instead of reusing the binary CI built once.
+    kube-apiserver from scratch (minutes, 2.4 GB) instead of reusing the binary CI built once. The living
+    lab reads Kueue's CRDs and webhooks and kwok's stages from Go's module cache (``~/go/pkg/mod``): in a
+    temporary HOME that is empty, and a rehearsal's target lab starts in a network namespace without the
+    module proxy.
     """
-    before = os.environ.get("DRTOOL_CACHE")
-    os.environ["DRTOOL_CACHE"] = str(cache_dir())
+    pinned = {"DRTOOL_CACHE": str(cache_dir()), "GOMODCACHE": _go_module_cache()}
+    before = {name: os.environ.get(name) for name in pinned}
+    os.environ.update({name: value for name, value in pinned.items() if value})
     yield
-    if before is None:
-        os.environ.pop("DRTOOL_CACHE", None)
-    else:
-        os.environ["DRTOOL_CACHE"] = before
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+def _go_module_cache() -> str:
+    """``go env GOMODCACHE`` for this user ("" without Go: the lab's own error then says what is missing)."""
+    try:
+        go = go_executable()
+        out = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, timeout=60, check=True)
+    except (SourceError, OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip()

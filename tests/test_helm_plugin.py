@@ -20,7 +20,7 @@ import pytest
 from drtool_plugins.helm import HelmPlugin
 from drtool_plugins.helm.lab import helm_cli
 from drtool_plugins.helm.release import decode
-from drtool_plugins.helm.sample import push_oci_chart, seed_releases, write_repository
+from drtool_plugins.helm.sample import push_oci_chart, release, release_secret, seed_releases, write_repository
 
 from drtool.errors import SourceError
 from drtool.lab import process
@@ -28,6 +28,7 @@ from drtool.plugin.toolkit.kube.client import KubeClient
 from drtool.plugin.toolkit.kube.settings import Connection
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
+from drtool.repo.restore_context import PluginRestoreContext
 from drtool.repo.writer import BackupSession
 from drtool.restore import run_restore
 from tests.fixtures.kube import KubeLab, start_kube_lab
@@ -145,6 +146,32 @@ def test_round_trip_releases_and_charts(
         assert f"version: {version}" in shown, shown
     again = run_restore(repo, manifest, plugin, target)
     assert again.verified and not again.result.changed, again.result.summary
+
+    # Helm moves on after the restore: an upgrade supersedes revision 3 and writes revision 4 (as Helm's
+    # Secret driver does, field manager "helm"); listed, not failed
+    client = KubeClient(Connection(kubeconfig=kube_target.kubeconfig))
+    upgrade(client, release("web", "apps", 3, "webapp", "0.2.0", "superseded"), "PUT")
+    upgrade(client, release("web", "apps", 4, "webapp", "0.2.0", "deployed"), "POST")
+    ctx = PluginRestoreContext(repo, manifest, "helm")
+    (releases,) = [c for c in plugin.verify(ctx, target, {}) if c.name == "helm: release Secrets"]
+    assert releases.ok, releases.detail
+    assert "upgraded in the target since the restore (not compared): apps/web revision 4 deployed by helm" in (
+        releases.detail
+    )
+    assert "superseded by those upgrades (status only): apps/sh.helm.release.v1.web.v3" in releases.detail
+    # a restored revision whose record someone changed fails
+    upgrade(client, {**release("web", "apps", 1, "webapp", "0.1.0", "superseded"), "config": {}}, "PUT", "kubectl")
+    (releases,) = [c for c in plugin.verify(ctx, target, {}) if c.name == "helm: release Secrets"]
+    assert not releases.ok and "apps/sh.helm.release.v1.web.v1: its release record differs" in releases.detail
+
+
+def upgrade(client: KubeClient, rel: dict[str, Any], method: str, manager: str = "helm") -> None:
+    """Write a release Secret as Helm's Secret driver does on `helm upgrade` (Update the old, Create the new)."""
+    secret = release_secret(rel)
+    path = f"/api/v1/namespaces/{rel['namespace']}/secrets" + (
+        f"/{secret['metadata']['name']}" if method == "PUT" else ""
+    )
+    client.request(method, path, params={"fieldManager": manager}, body=json.dumps(secret).encode())
 
 
 def test_releases_need_a_cluster_and_nothing_is_half_written(

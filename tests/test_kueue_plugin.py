@@ -286,7 +286,7 @@ def test_restore_repairs_drift_and_verify_saw_it(
 ) -> None:
     """After the diff test: verify alone reports the changed quota; a restore puts the backup's back."""
     ctx = PluginRestoreContext(module_repo, seeded_backup, "kueue")
-    quota = next(c for c in plugin.verify(ctx, settings(kueue_target), {}) if c.name == "kueue: quotas")
+    quota = next(c for c in plugin.verify(ctx, settings(kueue_target), {"settle": 0}) if c.name == "kueue: quotas")
     assert not quota.ok and "ClusterQueue cq-nlp h100/nvidia.com/gpu: changed (nominalQuota 16 → 12)" in quota.detail
     outcome = run_restore(module_repo, seeded_backup, plugin, settings(kueue_target), options=SEED_ALLOW)
     assert outcome.result.changed and outcome.result.details["changed_objects"] == [

@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from kubernetes import client, config
@@ -27,8 +27,8 @@ from drtool.lab.components.kueue import ensure_metrics_certs, webhook_configurat
 from drtool.lab.components.kwok import node_pools
 from drtool.lab.lab import LIVING_KINDS, Lab
 from tests.fixtures.core import Cli
+from tests.fixtures.kube import wait_for
 
-T = TypeVar("T")
 Obj = dict[str, Any]
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 
@@ -71,18 +71,6 @@ def living(lab_root: Path) -> Iterator[Living]:
         yield Living(lab, config.new_client_from_config(config_file=str(server.admin_kubeconfig)))
     finally:
         lab.down()
-
-
-def wait_for(check: Callable[[], T | None], what: str, timeout: float = 60.0) -> T:
-    """Poll ``check`` until it returns something truthy; fail naming ``what`` (and its last value)."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"{what}: not within {timeout:.0f}s (last: {last!r})")
 
 
 def flavor_placement(flavor: str) -> tuple[dict[str, str], list[Obj]]:

@@ -21,6 +21,7 @@ from drtool.errors import UsageError, WrongKey
 from drtool.lab.components.openbao import OpenBaoServer, health
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
+from drtool.repo.restore_context import PluginRestoreContext
 from drtool.repo.writer import BackupSession
 from drtool.restore import restore_dependencies, run_restore
 from tests.fixtures.core import Cli, assert_clean_error
@@ -81,6 +82,17 @@ def test_snapshot_restore_into_a_fresh_openbao(
 
     again = run_restore(repo, manifest, plugin, target)
     assert again.result.changed is False and again.verified
+
+    # in use at once: an application rotates its password (a new version) -- listed, not failed
+    restored.secrets.kv.v2.create_or_update_secret("ml/mlflow-db", secret={"user": "mlflow", "password": "pw-3"},
+                                                   mount_point="secret")  # fmt: skip
+    ctx = PluginRestoreContext(repo, manifest, "vault")
+    kv = {c.name: c for c in plugin.verify(ctx, target, {})}["KV secret: secrets equal the backup's"]
+    assert kv.ok and "written since the restore (not compared): ml/mlflow-db v4" in kv.detail, kv.detail
+    # a version the restore wrote, destroyed since: that fails
+    restored.secrets.kv.v2.destroy_secret_versions("ml/mlflow-db", versions=[3], mount_point="secret")
+    kv = {c.name: c for c in plugin.verify(ctx, target, {})}["KV secret: secrets equal the backup's"]
+    assert not kv.ok and "ml/mlflow-db" in kv.detail
 
 
 def test_wrong_unseal_key_leaves_the_target_untouched(

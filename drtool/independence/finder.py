@@ -26,9 +26,10 @@ from typing import Any
 
 from drtool.independence.domain import FailureDomain
 from drtool.independence.embedded import Document
-from drtool.independence.restored import DNS_RECORD, OBJECTS, Field, ndjson, reader_for
+from drtool.independence.restored import DNS_RECORD, OBJECTS, Field, reader_for
 from drtool.independence.shapes import Found, Names, addresses
 from drtool.plugin.contract import RestoreContext
+from drtool.plugin.toolkit.kube.artifacts import ndjson
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 

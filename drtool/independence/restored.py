@@ -36,6 +36,7 @@ from typing import Any
 
 from drtool.independence.embedded import MAX_DECODED, decoded_text
 from drtool.plugin.contract import ArtifactInfo, RestoreContext
+from drtool.plugin.toolkit.kube.artifacts import ndjson
 
 OBJECTS, RELEASES, ZONE, KV = "ndjson-objects-v1", "ndjson-secrets-v1", "dns-zone-v1", "kv2-ndjson"
 DNS_RECORD = "dns-record"  # the field kind of a zone's record data, whose names are hosts by definition
@@ -116,17 +117,6 @@ def _child(path: str, key: str) -> str:
     if key.replace("_", "a").replace("-", "a").isalnum():
         return f"{path}.{key}" if path else key
     return f'{path}["{key}"]'
-
-
-def ndjson(ctx: RestoreContext, name: str) -> Iterator[dict[str, Any]]:
-    with ctx.open(name) as src:
-        rest = b""
-        for chunk in src:
-            parts = (rest + chunk).split(b"\n")
-            rest = parts.pop()
-            yield from (json.loads(line) for line in parts if line.strip())
-        if rest.strip():
-            yield json.loads(rest)
 
 
 # --- Kubernetes objects ------------------------------------------------------------------------------

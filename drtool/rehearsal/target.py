@@ -4,6 +4,8 @@ A fresh lab is a rehearsal's default target because a rehearsal must never write
 matters. Each plugin says which lab components it needs (``lab.kinds``), fills a source (``lab.seed``) and
 returns the target mapping that points at an empty one (``lab.target``), so a new plugin with LabSupport is
 seeded, backed up and rehearsed (`drtool lab seed`, `drtool demo`, `drtool rehearse`) with no change here.
+The Kubernetes-reading plugins' support starts the living lab (controllers, Kueue, cert-manager), in the
+source and in the target alike.
 """
 
 from __future__ import annotations

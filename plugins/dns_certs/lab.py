@@ -35,6 +35,7 @@ from drtool.lab.components.bind9 import Bind9Server
 from drtool.lab.components.kube_apiserver import KubeApiserver
 from drtool.lab.kube_seed import KubeClient, install_crds
 from drtool.lab.lab import Lab
+from drtool.plugin.toolkit.kube.lab import KINDS, apiserver
 
 from . import tsig
 
@@ -57,10 +58,9 @@ VALUES = {
 class DnsCertsLab:
     """Implements ``drtool.plugin.contract.LabSupport``."""
 
-    kinds = ("etcd", "kube-apiserver", "bind9")
+    kinds = (*KINDS, "bind9")  # the living cluster: cert-manager runs and judges what is seeded and restored
 
     def seed(self, lab: Lab, scale: int = 1) -> dict[str, Any]:
-        lab.up(self.kinds)
         server, bind = _parts(lab)
         seed_kubernetes(KubeClient(server.access()), bind, max(1, scale))
         seed_zone(bind)
@@ -72,7 +72,6 @@ class DnsCertsLab:
         }
 
     def target(self, lab: Lab) -> dict[str, Any]:
-        lab.up(self.kinds)
         server, bind = _parts(lab)
         return {
             "kubeconfig": str(server.admin_kubeconfig),
@@ -82,8 +81,11 @@ class DnsCertsLab:
 
 
 def _parts(lab: Lab) -> tuple[KubeApiserver, Bind9Server]:
-    server, bind = lab.first(KubeApiserver.kind), lab.first(Bind9Server.kind)
-    assert isinstance(server, KubeApiserver) and isinstance(bind, Bind9Server)
+    """Start the lab's cluster (living unless brought up bare) and bind9; return the two servers."""
+    server = apiserver(lab)
+    lab.up([Bind9Server.kind])
+    bind = lab.first(Bind9Server.kind)
+    assert isinstance(bind, Bind9Server)
     return server, bind
 
 

@@ -21,7 +21,7 @@ from drtool.plugin.toolkit.kube.client import ApiError, KubeClient
 from drtool.plugin.toolkit.kube.discovery import ResourceType
 from drtool.plugin.toolkit.kube.objects import object_key
 from drtool.plugin.toolkit.kube.settings import Connection, RestoreOptions
-from drtool.plugin.toolkit.kube.verify import check_type
+from drtool.plugin.toolkit.kube.verify import check_type, settle_deadline
 
 from . import certs, externaldns, tsig, zones
 from .kinds import CERTIFICATE_REQUESTS, CERTIFICATES, COREDNS_NAMESPACE, DEPLOYMENTS, KUBE_DNS, OWN_APPLY, SERVICES
@@ -65,9 +65,11 @@ def _kube_checks(
 ) -> list[Check]:
     opts = RestoreOptions.parse(target, options)
     client = KubeClient(Connection.from_mapping(target))
+    until = settle_deadline(opts.settle)
     checks = [
-        _renamed(check_type(view, client, t, opts.namespace_map, opts.restore_status)) for t in view.types().values()
-    ]  # type: ignore[arg-type]
+        _renamed(check_type(view, client, t, opts.namespace_map, opts.restore_status, settle_until=until))  # type: ignore[arg-type]
+        for t in view.types().values()
+    ]
     checks += [_own_check(client, t, rec, s) for t in own.types().values() for rec in own.records(t.key)]
     certificates = view.records(CERTIFICATES)
     if certificates:

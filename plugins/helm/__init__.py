@@ -14,6 +14,7 @@ from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
 from . import restore as _restore
+from . import verify as _verify
 from .lab import HelmLab
 
 __all__ = ["HelmPlugin"]
@@ -28,5 +29,5 @@ class HelmPlugin(BasePlugin):
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)
-    verify = staticmethod(_restore.run_verify)
+    verify = staticmethod(_verify.run_verify)
     dependencies = staticmethod(_restore.dependencies)

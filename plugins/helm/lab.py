@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from drtool.lab.build import go_binary
-from drtool.lab.components.kube_apiserver import KubeApiserver
 from drtool.plugin.toolkit.kube.client import KubeClient
+from drtool.plugin.toolkit.kube.lab import KINDS, apiserver
 from drtool.plugin.toolkit.kube.settings import Connection
 from drtool.plugin.toolkit.oci.lab import lab_registry
 from drtool.plugin.toolkit.oci.registry import Registry
@@ -30,16 +30,13 @@ def helm_cli() -> Path:
 
 
 def _kubeconfig(lab: Lab) -> str:
-    lab.up(["kube-apiserver"])
-    server = lab.first("kube-apiserver")
-    assert isinstance(server, KubeApiserver)
-    return str(server.admin_kubeconfig)
+    return str(apiserver(lab).admin_kubeconfig)
 
 
 class HelmLab:
     """``LabSupport`` for the helm plugin."""
 
-    kinds = ("etcd", "kube-apiserver", "registry")
+    kinds = (*KINDS, "registry")
 
     def seed(self, lab: Lab, scale: int = 1) -> dict[str, Any]:
         kubeconfig = _kubeconfig(lab)

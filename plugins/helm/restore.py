@@ -19,18 +19,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from drtool.errors import DrtoolError, SourceError
-from drtool.plugin.contract import Check, Dependency, RestoreContext, RestoreResult
+from drtool.plugin.contract import Dependency, RestoreContext, RestoreResult
 from drtool.plugin.toolkit import paths
 from drtool.plugin.toolkit.kube.client import APPLY_PATCH, FIELD_MANAGER, ApiError, KubeClient
 from drtool.plugin.toolkit.kube.kubeconfig import load_configuration
 from drtool.plugin.toolkit.kube.settings import Connection
-from drtool.plugin.toolkit.oci.push import check_images, image_from_dict, push_all
+from drtool.plugin.toolkit.oci.push import image_from_dict, push_all
 from drtool.plugin.toolkit.oci.registry import Registry, valid_name, valid_reference
 from drtool.plugin.toolkit.oci.settings import TargetSettings, registry_for
 
 from . import charts as _charts
 from .backup import INDEX, RELEASES
-from .release import decode, summary
 
 DEFAULT_PREFIX = "charts"
 
@@ -56,12 +55,12 @@ def _stream(ctx: RestoreContext, name: str) -> Iterator[bytes]:
         yield from src
 
 
-def _chart_registry(settings: TargetSettings, repo_url: str) -> Registry:
+def chart_registry(settings: TargetSettings, repo_url: str) -> Registry:
     """Classic-repository charts go to ``registry`` (or the mapping of the repository's host)."""
     return registry_for(settings, settings.host_for(urlsplit(repo_url).netloc))
 
 
-def _chart_repository(prefix: str, name: str) -> str:
+def chart_repository(prefix: str, name: str) -> str:
     return f"{prefix.strip('/')}/{name}" if prefix.strip("/") else name
 
 
@@ -69,14 +68,14 @@ def restore_charts(ctx: RestoreContext, settings: TargetSettings, index: dict[st
     """Push classic-repository charts as OCI charts, then the OCI charts by digest; returns how many changed."""
     for repo in index["repositories"]:  # chart names and versions come from the backup: checked before any push
         for chart in repo["charts"]:
-            valid_name(_chart_repository(prefix, chart["name"]))
+            valid_name(chart_repository(prefix, chart["name"]))
             valid_reference(_charts.oci_tag(str(chart["metadata"].get("version", "latest"))))
     changed = 0
     for repo in index["repositories"]:
-        reg = _chart_registry(settings, repo["url"])
+        reg = chart_registry(settings, repo["url"])
         for chart in repo["charts"]:
             chunks = _stream(ctx, chart["artifact"])
-            target = _chart_repository(prefix, chart["name"])
+            target = chart_repository(prefix, chart["name"])
             meta, digest, size = chart["metadata"], chart["digest"], chart["size"]
             _, wrote = _charts.push_chart(reg, target, meta, digest, size, chunks, settings.dry_run)
             changed += wrote
@@ -98,7 +97,7 @@ def _ensure_namespace(client: KubeClient, namespace: str) -> bool:
     return True
 
 
-def _same(live: dict[str, Any], secret: dict[str, Any]) -> bool:
+def same_record(live: dict[str, Any], secret: dict[str, Any]) -> bool:
     labels = (live.get("metadata") or {}).get("labels") or {}
     return live.get("data") == secret["data"] and labels == secret["metadata"]["labels"]
 
@@ -113,7 +112,7 @@ def restore_releases(client: KubeClient, secrets: list[dict[str, Any]], dry_run:
         meta = secret["metadata"]
         path = f"/api/v1/namespaces/{meta['namespace']}/secrets/{meta['name']}"
         try:
-            if _same(client.get(path), secret):
+            if same_record(client.get(path), secret):
                 unchanged += 1
                 continue
         except ApiError as exc:
@@ -152,52 +151,6 @@ def run_restore(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping
     if settings.dry_run:
         return RestoreResult(changed=False, summary=f"dry run, would write: {summary_line}", details=details)
     return RestoreResult(changed=bool(written or charts_changed), summary=summary_line, details=details)
-
-
-def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
-    settings = TargetSettings.parse(target, options)
-    if settings.dry_run:
-        return [Check("helm: dry run", True, "the restore was a dry run: nothing to verify")]
-    prefix = str({**target, **options}.get("chart_prefix", DEFAULT_PREFIX))
-    index = load_index(ctx)
-    checks = [
-        _check_chart(settings, repo["url"], chart, prefix) for repo in index["repositories"] for chart in repo["charts"]
-    ]
-    checks += check_images(ctx, settings, [image_from_dict(raw) for raw in index["oci_charts"]], "helm chart")
-    secrets = load_releases(ctx)
-    if secrets:
-        checks.append(_check_releases(KubeClient(Connection.from_mapping(target)), secrets))
-    return checks
-
-
-def _check_chart(settings: TargetSettings, repo_url: str, chart: dict[str, Any], prefix: str) -> Check:
-    name = f"helm chart: {chart['name']} {chart['version']}"
-    try:
-        reg = _chart_registry(settings, repo_url)
-        repository = _chart_repository(prefix, chart["name"])
-        data, _, _ = reg.manifest(repository, _charts.oci_tag(chart["version"]))
-        layer = json.loads(data)["layers"][0]["digest"]
-    except DrtoolError as exc:
-        return Check(name, False, exc.one_line())
-    ok = layer == chart["digest"] and reg.has_blob(repository, layer)
-    return Check(name, ok, f"{reg.host}/{repository}:{_charts.oci_tag(chart['version'])} layer {layer}")
-
-
-def _check_releases(client: KubeClient, secrets: list[dict[str, Any]]) -> Check:
-    """Every revision read back through the API and decoded: the same release, the same labels."""
-    bad = []
-    for secret in secrets:
-        meta = secret["metadata"]
-        try:
-            live = client.get(f"/api/v1/namespaces/{meta['namespace']}/secrets/{meta['name']}")
-        except ApiError as exc:
-            bad.append(f"{meta['namespace']}/{meta['name']}: {exc.status}")
-            continue
-        if decode(live) != decode(secret) or not _same(live, secret):
-            bad.append(f"{meta['namespace']}/{meta['name']}: differs")
-    releases = {(s["namespace"], s["name"]) for s in (summary(decode(x)) for x in secrets)}
-    detail = f"{len(secrets)} revisions of {len(releases)} releases" + (f"; {', '.join(bad[:3])}" if bad else "")
-    return Check("helm: release Secrets", not bad, detail)
 
 
 def dependencies(ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:

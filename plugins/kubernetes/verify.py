@@ -1,5 +1,7 @@
-"""Did the restore really work? Every backed-up type read back from the target and compared object by object
-(``drtool.plugin.toolkit.kube.verify``), then the restored CRDs and namespaces checked for health."""
+"""Did the restore really work? Every backed-up type read back from the target and compared field by field
+(``drtool.plugin.toolkit.kube.verify``: what the restore wrote must hold; what the target's controllers added
+is listed), the objects left to controllers checked for an owner that recreates them, the target's own
+webhooks and aggregated APIs checked for answering, then the restored CRDs and namespaces for health."""
 
 from __future__ import annotations
 
@@ -10,8 +12,11 @@ from drtool.errors import DrtoolError
 from drtool.plugin.contract import Check, RestoreContext
 from drtool.plugin.toolkit.kube.artifacts import types_in
 from drtool.plugin.toolkit.kube.client import KubeClient
+from drtool.plugin.toolkit.kube.discovery import ResourceType
+from drtool.plugin.toolkit.kube.installed import check_installed, kept
+from drtool.plugin.toolkit.kube.left import check_left
 from drtool.plugin.toolkit.kube.settings import Connection, RestoreOptions
-from drtool.plugin.toolkit.kube.verify import check_type, crds_established, nothing_terminating
+from drtool.plugin.toolkit.kube.verify import check_type, crds_established, nothing_terminating, settle_deadline
 
 
 def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
@@ -19,12 +24,13 @@ def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[
     if opts.dry_run:
         return [Check("kubernetes: dry run", True, "the restore was a dry run: nothing to verify")]
     ns_map = dict(opts.namespace_map)
-    status = opts.restore_status
     try:
         client = KubeClient(Connection.from_mapping(target))
         types = types_in(ctx)
-        images = opts.image_registry_map
-        checks = [_guard(t.key, lambda t=t: check_type(ctx, client, t, ns_map, status, images)) for t in types]
+        deadline = settle_deadline(opts.settle)
+        checks = [_guard(t.key, lambda t=t: _check(ctx, client, t, opts, deadline)) for t in types]
+        left = _guard("left to controllers", lambda: check_left(ctx, client, types, ns_map))
+        checks += [c for c in [left] if c is not None]
         checks.append(_guard("CRDs Established", lambda: crds_established(ctx, client, types)))
         checks.append(_guard("nothing Terminating", lambda: nothing_terminating(ctx, client, types, ns_map)))
     except DrtoolError as exc:
@@ -32,7 +38,14 @@ def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[
     return checks
 
 
-def _guard(name: str, fn: Any) -> Check:
+def _check(ctx: RestoreContext, client: KubeClient, t: ResourceType, opts: RestoreOptions, deadline: float) -> Check:
+    if kept(t, opts.webhooks):
+        return check_installed(ctx, client, t)
+    ns_map, images = dict(opts.namespace_map), opts.image_registry_map
+    return check_type(ctx, client, t, ns_map, opts.restore_status, images, settle_until=deadline)
+
+
+def _guard(name: str, fn: Any) -> Any:
     try:
         return fn()
     except DrtoolError as exc:

@@ -22,7 +22,16 @@ from drtool.plugin.toolkit.kube.settings import BackupOptions, Filters
 from drtool.plugin.toolkit.settings import as_number
 
 from .cluster import Served, connect, require_kueue, served
-from .kinds import CONFIG, CRDS, DEFAULT_KUEUE_NAMESPACE, MK_CLUSTERS, NAMESPACES, RUNTIME, SECRETS
+from .kinds import (
+    CLUSTER_QUEUES,
+    CONFIG,
+    CRDS,
+    DEFAULT_KUEUE_NAMESPACE,
+    MK_CLUSTERS,
+    NAMESPACES,
+    RUNTIME,
+    SECRETS,
+)
 from .refs import cluster_secret, missing, object_key
 
 Obj = dict[str, Any]
@@ -89,7 +98,19 @@ def backup(source: Mapping[str, Any], ctx: BackupContext) -> dict[str, Any]:
         "not_backed_up": {k: why for k, why in RUNTIME.items() if k in kueue}
         | {k: "unknown Kueue kind (newer Kueue?)" for k in kueue if k not in CONFIG and k not in RUNTIME},
         "dangling_in_source": [dataclasses.asdict(m) for m in dangling],
+        "inactive_in_source": inactive_queues(seen.objects.get(CLUSTER_QUEUES, [])),
     }
+
+
+def inactive_queues(cluster_queues: list[Obj]) -> dict[str, str]:
+    """ClusterQueue -> Kueue's reason, for each one the source's Kueue reported not Active: what a verify of a
+    restore compares the target's verdict with (status itself is runtime state and is not restored)."""
+    out = {}
+    for cq in cluster_queues:
+        active = next((c for c in (cq.get("status") or {}).get("conditions") or [] if c.get("type") == "Active"), None)
+        if active is not None and active.get("status") != "True":
+            out[cq["metadata"]["name"]] = str(active.get("reason") or "")
+    return dict(sorted(out.items()))
 
 
 def _secrets(

@@ -18,7 +18,7 @@ from drtool.plugin.contract import Check, RestoreContext
 from drtool.plugin.toolkit.kube.apply import Existing
 from drtool.plugin.toolkit.kube.client import KubeClient
 from drtool.plugin.toolkit.kube.discovery import ResourceType
-from drtool.plugin.toolkit.kube.verify import check_type, crds_established
+from drtool.plugin.toolkit.kube.verify import check_type, crds_established, settle_deadline
 
 from .bundle import Bundle, load
 from .cluster import Served, connect, served
@@ -41,7 +41,11 @@ def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[
         live = live_objects(client, here)
     except DrtoolError as exc:
         return [Check("kueue: target reachable", False, exc.one_line())]
-    checks = [_guard(t.key, lambda t=t: _renamed(check_type(ctx, client, t, {}, False))) for t in _compared(bundle)]
+    until = settle_deadline(opts.base.settle)
+    checks = [
+        _guard(t.key, lambda t=t: _renamed(check_type(ctx, client, t, {}, False, settle_until=until)))
+        for t in _compared(bundle)
+    ]
     checks.append(
         _guard("CRDs Established", lambda: _renamed(crds_established(ctx, client, list(bundle.types.values()))))
     )
@@ -49,7 +53,8 @@ def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[
     checks += semantic_checks(View.build(bundle.objects()), View.build(live))
     allowed = set(opts.allow_missing)
     checks.append(_guard("references", lambda: references_resolve(bundle, client, here, allowed)))
-    checks.append(queues_active(bundle, live.get(CLUSTER_QUEUES, [])))
+    was = dict(ctx.plugin_meta.get("inactive_in_source") or {})
+    checks.append(queues_active(bundle, live.get(CLUSTER_QUEUES, []), was))
     return checks
 
 
@@ -132,8 +137,9 @@ def references_resolve(bundle: Bundle, client: KubeClient, here: Served, allowed
     return Check("kueue: references", not bad, "\n".join(lines) or "every reference resolves in the target")
 
 
-def queues_active(bundle: Bundle, live: list[dict[str, Any]]) -> Check:
-    """Kueue's own verdict, where a controller has given one: no restored ClusterQueue may be Inactive."""
+def queues_active(bundle: Bundle, live: list[dict[str, Any]], inactive_in_source: Mapping[str, str]) -> Check:
+    """Kueue's own verdict, where a controller has given one: no restored ClusterQueue may be Inactive — unless
+    the source's Kueue said the same of it, for the same reason (the restore reproduced the source)."""
     names = bundle.names(CLUSTER_QUEUES)
     verdicts: dict[str, dict[str, Any]] = {}
     for cq in live:
@@ -142,12 +148,16 @@ def queues_active(bundle: Bundle, live: list[dict[str, Any]]) -> Check:
             active = next((c for c in conditions if c.get("type") == "Active"), None)
             if active is not None:
                 verdicts[cq["metadata"]["name"]] = active
-    inactive = [f"{n}: {c.get('reason')} {c.get('message', '')}".strip() for n, c in sorted(verdicts.items())
-                if c.get("status") != "True"]  # fmt: skip
+    inactive = {n: c for n, c in sorted(verdicts.items()) if c.get("status") != "True"}
+    as_before = {n for n, c in inactive.items() if inactive_in_source.get(n) == c.get("reason")}
     unknown = len(names) - len(verdicts)
     detail = f"{len(verdicts) - len(inactive)} of {len(names)} ClusterQueues Active"
     if unknown:
         detail += f"; {unknown} without an Active condition (no Kueue controller has reported status in the target)"
-    if inactive:
-        detail += "\n" + "\n".join(inactive[:MAX_LISTED])
-    return Check("kueue: ClusterQueues Active", not inactive, detail)
+    new = {n: c for n, c in inactive.items() if n not in as_before}
+    lines = [f"{n}: {c.get('reason')} {c.get('message', '')}".strip() for n, c in new.items()]
+    if as_before:
+        lines.append(f"inactive in the source too, for the same reason: {', '.join(sorted(as_before))}")
+    if lines:
+        detail += "\n" + "\n".join(lines[: MAX_LISTED + 1])
+    return Check("kueue: ClusterQueues Active", len(inactive) == len(as_before), detail)

@@ -1,9 +1,13 @@
 """Read the restored Vault back through its API and compare it with the backup.
 
 Snapshot mode: unsealed and active, the source's cluster id, every policy (by the SHA-256 of its text),
-auth method and secret engine, and every exported KV secret's newest data and version state. It reads with
+auth method and secret engine, and every exported KV secret's versions (data and state). It reads with
 the escrowed root token, else with the target's ``token_env``/``token_file``. KV mode: every exported
 secret's newest data.
+
+A restored Vault is in use at once: applications write new versions of their secrets, a platform's operator
+adds policies and mounts. What the restore set is verified exactly (the backup's versions, policies, auth
+methods, engines); what was written since is listed with its creation time and does not fail.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from . import kv as _kv
 from .backup import config_facts
 from .client import Connection, active, health
 from .restore import Options, exports, load_escrow
+
+MAX_LISTED = 5
 
 
 def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
@@ -45,9 +51,7 @@ def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[
             )
             facts = config_facts(client)
             for key, label in (("policies", "policies"), ("auth", "auth methods"), ("secret_mounts", "secret engines")):
-                want, have = meta.get(key) or {}, facts[key]
-                diff = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
-                checks.append(Check(f"{label} equal the backup's", not diff, f"{len(want)}" if not diff else str(diff)))
+                checks.append(_config_check(label, meta.get(key) or {}, facts[key]))
         for mount, name in exports(ctx, opts.mounts).items():
             checks.append(_kv_check(ctx, client, mount, name, full=opts.mode == "snapshot"))
     except SourceError as exc:
@@ -55,22 +59,53 @@ def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[
     return checks
 
 
+def _config_check(label: str, want: Mapping[str, Any], have: Mapping[str, Any]) -> Check:
+    """The backup's policies, auth methods or engines, each as it was; what the target has beyond them (a
+    platform's Vault operator configuring itself after the restore) is listed, not failed."""
+    diff = sorted(k for k in want if want.get(k) != have.get(k))
+    added = sorted(k for k in have if k not in want)
+    detail = f"{len(want) - len(diff)} of {len(want)} equal" + (f"; differ or missing: {diff}" if diff else "")
+    if added:
+        detail += f"; added in the target since (not compared): {', '.join(added[:MAX_LISTED])}"
+    return Check(f"{label} equal the backup's", not diff, detail)
+
+
 def _kv_check(ctx: RestoreContext, client: hvac.Client, mount: str, name: str, *, full: bool) -> Check:
-    """Each secret's newest data (and, after a snapshot restore, every version's state) as in the backup."""
+    """Each secret as the restore wrote it: every version (after a snapshot restore) or the newest data. Versions
+    that clients wrote after the restore (an application rotating its password) are listed, not failed."""
     bad: list[str] = []
+    newer: list[str] = []
     count = 0
     with ctx.open(name) as src:
         _header, secrets = _kv.read_export(src)
         for secret in secrets:
             count += 1
             have = _kv.target_secret(client, mount, secret["path"])
-            if (
-                have is None
-                or _kv.latest(have) != _kv.latest(secret)
-                or (full and have["versions"] != secret["versions"])
-            ):
+            written_since = None if have is None else _written_since(secret, have, full=full)
+            if written_since is None:
                 bad.append(secret["path"])
-    return Check(f"KV {mount}: secrets equal the backup's", not bad, f"{count} secrets" if not bad else str(bad[:5]))
+            else:
+                newer += [f"{secret['path']} v{v['version']} ({v.get('created_time')})" for v in written_since]
+    detail = f"{count} secrets" if not bad else str(bad[:5])
+    if newer:
+        detail += f"; written since the restore (not compared): {', '.join(newer[:MAX_LISTED])}"
+    return Check(f"KV {mount}: secrets equal the backup's", not bad, detail)
+
+
+def _written_since(secret: Mapping[str, Any], have: Mapping[str, Any], *, full: bool) -> list[dict[str, Any]] | None:
+    """The target's versions newer than what the restore wrote, or None when what it wrote does not hold."""
+    if full:  # a snapshot restore brings back every version with its number
+        by_number = {v["version"]: v for v in have["versions"]}
+        if any(by_number.get(v["version"]) != v for v in secret["versions"]):
+            return None
+        last = max((v["version"] for v in secret["versions"]), default=0)
+    else:  # a KV restore wrote the newest data as a new version: the newest version holding it
+        want = _kv.latest(secret)
+        holding = [v["version"] for v in have["versions"] if v.get("data") == want]
+        if not holding:
+            return None
+        last = max(holding)
+    return [v for v in have["versions"] if v["version"] > last]
 
 
 def _state(status: Mapping[str, Any]) -> str:

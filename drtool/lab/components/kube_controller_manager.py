@@ -1,6 +1,7 @@
 """kube-controller-manager (upstream Kubernetes, built in ``gomod/lab``) running the controllers a restore
 meets first: the garbage collector (deletes dependents whose owner is gone: a restore that loses or remaps
-owner UIDs wrongly loses objects to it), namespace deletion, Deployments and ReplicaSets, Jobs, the
+owner UIDs wrongly loses objects to it), namespace deletion, Deployments and ReplicaSets, StatefulSets,
+Jobs, Endpoints and EndpointSlices of Services with a selector (what a backup must leave out), the
 ServiceAccount controllers (every namespace's ``default`` ServiceAccount and its tokens), and node
 lifecycle (it lifts the ``not-ready`` taint admission puts on every new Node once kwok reports it Ready,
 and taints nodes whose heartbeats stop).
@@ -26,7 +27,10 @@ CONTROLLERS = (
     "namespace-controller",
     "deployment-controller",
     "replicaset-controller",
+    "statefulset-controller",
     "job-controller",
+    "endpoints-controller",
+    "endpointslice-controller",
     "node-lifecycle-controller",
     "serviceaccount-controller",
     "serviceaccount-token-controller",

@@ -17,6 +17,7 @@ from typing import Any
 
 from .client import APPLY_PATCH, FIELD_MANAGER, ApiError, KubeClient
 from .discovery import ResourceType
+from .installed import kept
 from .objects import apply_form, body_for_apply, comparable_from_live, digest, dumps, object_key
 from .references import map_images
 
@@ -113,7 +114,10 @@ class Owners:
 
 
 class Applier:
-    """Applies records of one restore; ``apply`` returns created|changed|unchanged|skipped|defer."""
+    """Applies records of one restore; ``apply`` returns created|changed|unchanged|skipped|kept|defer.
+
+    ``kept``: an admission webhook configuration or aggregated API the target's own platform install
+    registered, left as it is (``installed.py``)."""
 
     def __init__(self, client: KubeClient, opts: Any, existing: Existing, owners: Owners) -> None:
         self.client, self.opts, self.existing, self.owners = client, opts, existing, owners
@@ -134,6 +138,9 @@ class Applier:
         if isinstance(body, str):
             return body
         before = (self.existing.of(t) or {}).get(object_key(body))
+        if before is not None and kept(t, self.opts.webhooks):
+            self.owners.record(record.get("uid"), before[1])
+            return "kept"
         if before is not None and (self.opts.existing == "skip" or before[2] == digest(apply_form(body, t))):
             self.owners.record(record.get("uid"), before[1])
             return "skipped" if self.opts.existing == "skip" else "unchanged"
@@ -148,11 +155,13 @@ class Applier:
         return outcome
 
     def _wants_status(self, record: Obj, t: ResourceType) -> bool:
-        """Status is written for objects this restore created, through /status where the type has it.
+        """Status is written for custom resources this restore created, through /status where the type has it.
 
         An object that already existed keeps the status its controller wrote: re-applying the backup's
-        would fight the controller and make every rerun a change."""
-        return bool(self.opts.restore_status and t.status and record.get("status"))
+        would fight the controller and make every rerun a change. A built-in object's status is never
+        written: its controller computes it in the new cluster, and the old cluster's copy would make a
+        Deployment look Available, or a Job Complete, before anything ran there."""
+        return bool(self.opts.restore_status and t.crd and t.status and record.get("status"))
 
     def ssa(self, t: ResourceType, body: Obj, sub: str | None = None, dry_run: bool = False) -> Obj:
         meta = body["metadata"]
@@ -167,7 +176,7 @@ class Applier:
         body = self.prepare(record, t, final=True, quiet=True)
         assert not isinstance(body, str)
         before = (self.existing.of(t) or {}).get(object_key(body))
-        return before is not None and before[2] != digest(apply_form(body, t))
+        return before is not None and not kept(t, self.opts.webhooks) and before[2] != digest(apply_form(body, t))
 
     def replace(self, t: ResourceType, body: Obj, resource_version: str) -> Obj:
         """PUT the backup's object over an existing one whose other fields (owned by another field manager,
@@ -186,7 +195,7 @@ class Applier:
         if existing is None:
             return "create"  # the type itself arrives with a CRD in this restore
         before = existing.get(object_key(body))
-        if before is not None and before[2] == digest(apply_form(body, t)):
+        if before is not None and (kept(t, self.opts.webhooks) or before[2] == digest(apply_form(body, t))):
             return "unchanged"
         try:
             after = self.ssa(t, body, dry_run=True)

@@ -20,12 +20,15 @@ from .. import paths
 from .discovery import CRDS, ResourceType
 
 FORMAT = "ndjson-objects-v1"
+LEFT_FORMAT = "ndjson-left-to-controllers-v1"  # left.py's records
 
 
 def types_in(ctx: RestoreContext) -> list[ResourceType]:
     """The resource types of this backup, from each artifact's recorded meta (no source discovery)."""
     out = []
     for art in ctx.artifacts:
+        if art.meta.get("format") == LEFT_FORMAT:
+            continue  # what the backup left to controllers (left.py), not objects to restore
         if art.meta.get("format") != FORMAT:
             raise IntegrityError(f"artifact {art.name} has unknown format {art.meta.get('format')!r}")
         t = ResourceType.from_meta(dict(art.meta))
@@ -46,17 +49,22 @@ def checked(rec: dict[str, Any], t: ResourceType) -> dict[str, Any]:
 
 
 def records(ctx: RestoreContext, t: ResourceType) -> Iterator[dict[str, Any]]:
-    """Records of one type, one parsed line at a time, straight from the verified stream."""
-    with ctx.open(t.artifact) as src:
+    """Records of one type, one parsed line at a time, straight from the verified stream, each name checked."""
+    return (checked(rec, t) for rec in ndjson(ctx, t.artifact))
+
+
+def ndjson(ctx: RestoreContext, name: str) -> Iterator[dict[str, Any]]:
+    """The JSON lines of one artifact, parsed one at a time from the verified stream."""
+    with ctx.open(name) as src:
         rest = b""
         for chunk in src:
             lines = (rest + chunk).split(b"\n")
             rest = lines.pop()
             for line in lines:
-                if line:
-                    yield checked(json.loads(line), t)
+                if line.strip():
+                    yield json.loads(line)
         if rest.strip():
-            yield checked(json.loads(rest), t)
+            yield json.loads(rest)
 
 
 @dataclasses.dataclass

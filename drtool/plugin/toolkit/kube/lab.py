@@ -1,5 +1,12 @@
-"""A lab control plane seeded with an AI platform's objects: the source and target of the plugins that
-read a Kubernetes API (kubernetes, kueue, etcd's lab seed).
+"""A lab cluster seeded with an AI platform's objects: the source and target of the plugins that read a
+Kubernetes API (kubernetes, kueue, helm, dns-certs, etcd's lab seed).
+
+The cluster is the living lab (docs/lab.md): controllers, a scheduler, kwok's GPU nodes, Kueue and
+cert-manager run, so a backup holds what a real cluster holds (ReplicaSets and Pods of the seeded
+Deployments, Kueue's Workloads, cert-manager's CertificateRequests, the webhooks Kueue registered) and a
+restore is judged by a platform that acts on what it restored. A lab already brought up bare
+(`drtool lab up --bare`: an API server and no controller-manager) is kept bare: seeded and restored into as
+it is.
 
 Those plugins read the same cluster, so the seed is done once per lab: a marker in the lab's folder
 records how many objects it holds, and seeding again for the same scale costs nothing.
@@ -11,14 +18,21 @@ import json
 from typing import Any
 
 from drtool.lab.components.kube_apiserver import KubeApiserver
-from drtool.lab.lab import Lab
+from drtool.lab.lab import BARE_KINDS, LIVING_KINDS, Lab
 
-KINDS: tuple[str, ...] = ("etcd", "kube-apiserver")
+KINDS: tuple[str, ...] = LIVING_KINDS
 OBJECTS_PER_SCALE = 250  # scale 1 is the base seed (about 200 objects); scale N > 1 about N * 250 objects
 
 
-def _apiserver(lab: Lab) -> KubeApiserver:
-    lab.up(KINDS)
+def cluster_kinds(lab: Lab) -> tuple[str, ...]:
+    """The living lab's kinds, unless the lab already has an API server without a controller-manager."""
+    bare = lab.first("kube-apiserver") is not None and lab.first("kube-controller-manager") is None
+    return BARE_KINDS if bare else LIVING_KINDS
+
+
+def apiserver(lab: Lab) -> KubeApiserver:
+    """Start the lab's cluster (what is not running yet) and return its API server."""
+    lab.up(cluster_kinds(lab))
     server = lab.first("kube-apiserver")
     assert isinstance(server, KubeApiserver)
     return server
@@ -28,7 +42,7 @@ def seeded_cluster(lab: Lab, scale: int = 1) -> dict[str, Any]:
     """Seed the lab's API server (once per scale); the source mapping reads with the read-only identity."""
     from drtool.lab import kube_seed  # loads YAML and the fixtures: only when seeding
 
-    server = _apiserver(lab)
+    server = apiserver(lab)
     objects = 0 if scale <= 1 else scale * OBJECTS_PER_SCALE
     marker = lab.root / "kube-seed.json"
     done = json.loads(marker.read_text()).get("objects", -1) if marker.exists() else -1
@@ -39,13 +53,13 @@ def seeded_cluster(lab: Lab, scale: int = 1) -> dict[str, Any]:
 
 
 def cluster_target(lab: Lab) -> dict[str, Any]:
-    """The lab's (empty) API server, written to with the admin identity."""
-    return {"kubeconfig": str(_apiserver(lab).admin_kubeconfig)}
+    """The lab's (empty) cluster, written to with the admin identity."""
+    return {"kubeconfig": str(apiserver(lab).admin_kubeconfig)}
 
 
 class SeededCluster:
-    """``LabSupport`` of a plugin that reads a Kubernetes API: the seeded lab control plane as its source
-    (Kueue CRDs, GPU flavors, a cohort tree, team queues, workloads...), an empty lab API server as target."""
+    """``LabSupport`` of a plugin that reads a Kubernetes API: the seeded living cluster as its source
+    (Kueue CRDs, GPU flavors, a cohort tree, team queues, workloads...), an empty living cluster as target."""
 
     kinds = KINDS
 

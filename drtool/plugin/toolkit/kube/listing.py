@@ -19,6 +19,7 @@ from typing import Any
 from drtool.errors import DrtoolError, SourceError
 from drtool.plugin.contract import BackupContext
 
+from . import left
 from .client import ApiError, KubeClient
 from .discovery import ResourceType
 from .objects import dumps, object_key, to_record
@@ -39,12 +40,15 @@ class TypeResult:
     consistent: bool = True
     ordered: bool = True
     gone: bool = False
+    left: int = 0  # skipped objects recorded with the owner that recreates them (``left.py``)
 
     def meta(self) -> dict[str, Any]:
         out: dict[str, Any] = {"artifact": self.type.artifact if self.count else None, "count": self.count}
         out |= {"version": self.type.version, "resource_version": self.resource_version}
         if self.skipped:
             out["skipped"] = dict(sorted(self.skipped.items()))
+        if self.left:
+            out["left_to_controllers"] = self.left
         if not self.consistent:
             out["consistent"] = False  # a continue token expired: pages span several revisions
         if not self.ordered:
@@ -81,24 +85,30 @@ class Cancelled(DrtoolError):
 def backup_type(
     run: BackupRun, t: ResourceType, rule: Rule | None, keep: Callable[[dict[str, Any]], bool] | None = None
 ) -> TypeResult:
-    """Stream one type into its artifact (opened at the first object, so empty types leave none)."""
+    """Stream one type into its artifact (opened at the first object, so empty types leave none); the objects
+    a rule skips because a controller recreates them go to a second one (``left.py``)."""
     result = TypeResult(t)
     last = ""
     if run.stop.is_set():
         raise Cancelled("cancelled")
     try:
         with contextlib.ExitStack() as stack:
-            sink = None
+            sinks: dict[str, Any] = {}
+
+            def write(name: str, lines: list[bytes], meta: dict[str, Any], sensitive: bool) -> None:
+                if lines and name not in sinks:
+                    sinks[name] = stack.enter_context(run.ctx.artifact(name, meta=meta, sensitive=sensitive))
+                if lines:
+                    sinks[name].write(b"".join(lines))
+
             for path in run.paths(t):
                 for page in run.client.list_pages(path, run.params(keep is None), limit=run.opts.page_size):
                     if run.stop.is_set():
                         raise Cancelled("cancelled")
-                    lines, last = _page_lines(run, t, page, rule, keep, result, last)
-                    if lines and sink is None:
-                        sink = stack.enter_context(run.ctx.artifact(t.artifact, meta=t.meta(), sensitive=_sensitive(t)))
-                    if lines:
-                        sink.write(b"".join(lines))
-                        run.progress.advance(len(lines))
+                    lines, left_lines, last = _page_lines(run, t, page, rule, keep, result, last)
+                    write(t.artifact, lines, t.meta(), _sensitive(t))
+                    write(left.artifact_name(t), left_lines, left.artifact_meta(t), False)
+                    run.progress.advance(len(lines))
     except ApiError as exc:
         if exc.status == 404 and not result.count:  # its CRD or aggregated API went away since discovery
             result.gone = True
@@ -121,10 +131,11 @@ def _page_lines(
     keep: Callable[[dict], bool] | None,
     result: TypeResult,
     last: str,
-) -> tuple[list[bytes], str]:
+) -> tuple[list[bytes], list[bytes], str]:
+    """The records of one page, and the lines of ``left.py``'s artifact for what a rule skipped."""
     result.resource_version = result.resource_version or (page.get("metadata") or {}).get("resourceVersion")
     result.consistent = result.consistent and not page.get("inconsistent")
-    lines = []
+    lines, left_lines = [], []
     for item in page.get("items") or []:
         meta = item.get("metadata") or {}
         if t.namespaced and not run.filters.namespace_selected(meta.get("namespace", "")):
@@ -134,6 +145,10 @@ def _page_lines(
         reason = rule(item) if rule and run.filters.default_skips else None
         if reason:
             result.skipped[reason] = result.skipped.get(reason, 0) + 1
+            line = left.record_line(item, t, reason)
+            if line is not None:
+                left_lines.append(line)
+                result.left += 1
             continue
         key = object_key(item)
         result.ordered = result.ordered and key >= last
@@ -142,4 +157,4 @@ def _page_lines(
         result.count += 1
         if t.namespaced:
             result.namespaces.add(meta["namespace"])
-    return lines, last
+    return lines, left_lines, last

@@ -37,6 +37,20 @@ STRIPPED_METADATA = (
 JOB_UID_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid")
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
+# annotations a controller of the NEW cluster writes with its own values (its own rollout count)
+CONTROLLER_ANNOTATIONS = {
+    "deployments.apps": ("deployment.kubernetes.io/revision",),
+    "daemonsets.apps": ("deprecated.daemonset.template.generation",),
+}
+# Kueue: a workload carrying this label is Kueue's to admit and resume; on admission Kueue writes these into
+# a Job's pod template (the Workload's name, derived from the OLD Job's uid, and the queues it was admitted by)
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_ADMISSION_LABELS = (
+    "kueue.x-k8s.io/podset",
+    "kueue.x-k8s.io/cluster-queue-name",
+    "kueue.x-k8s.io/local-queue-name",
+)
+KUEUE_ADMISSION_ANNOTATIONS = ("kueue.x-k8s.io/workload",)
 
 
 def dumps(value: Any) -> bytes:
@@ -105,14 +119,19 @@ def map_namespaces(obj: Obj, t: ResourceType, ns_map: Mapping[str, str]) -> Obj:
 
 def drop_unportable(obj: Obj, t: ResourceType) -> Obj:
     """Remove fields a NEW cluster must choose itself (or that are immutable and bound to old uids)."""
+    _drop_annotations(obj, CONTROLLER_ANNOTATIONS.get(t.key, ()))
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         return obj
+    if KUEUE_QUEUE_LABEL in ((obj.get("metadata") or {}).get("labels") or {}) and "suspend" in spec:
+        spec["suspend"] = True  # Kueue admits it again in the new cluster and resumes it; never run unadmitted
     if t.key == "services" and spec.get("clusterIP") != "None":
         spec.pop("clusterIP", None)  # allocated from the new cluster's service range
         spec.pop("clusterIPs", None)
-    elif t.key == "jobs.batch" and not spec.get("manualSelector"):
-        _drop_job_uid(spec)  # selector and labels carry the OLD job's uid; the API server makes new ones
+    elif t.key == "jobs.batch":
+        if not spec.get("manualSelector"):
+            _drop_job_uid(spec)  # selector and labels carry the OLD job's uid; the API server makes new ones
+        _drop_kueue_admission(spec)
     elif t.key == "pods":
         spec.pop("nodeName", None)  # the old node is gone; let the scheduler place it
     elif t.key == "persistentvolumes" and isinstance(spec.get("claimRef"), dict):
@@ -124,11 +143,33 @@ def drop_unportable(obj: Obj, t: ResourceType) -> Obj:
     return obj
 
 
+def _drop_annotations(obj: Obj, names: tuple[str, ...]) -> None:
+    """Remove ``names``, and the map if nothing is left: applying an empty map would claim it whole."""
+    meta = obj.get("metadata") or {}
+    annotations = meta.get("annotations")
+    if not names or not isinstance(annotations, dict):
+        return
+    for name in names:
+        annotations.pop(name, None)
+    if not annotations:
+        del meta["annotations"]
+
+
 def _drop_job_uid(spec: Obj) -> None:
     spec.pop("selector", None)
     labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
     for label in JOB_UID_LABELS:
         labels.pop(label, None)
+
+
+def _drop_kueue_admission(spec: Obj) -> None:
+    """What Kueue wrote into the pod template when it admitted the OLD Job; it writes its own on admission."""
+    meta = (spec.get("template") or {}).get("metadata") or {}
+    for key, names in (("labels", KUEUE_ADMISSION_LABELS), ("annotations", KUEUE_ADMISSION_ANNOTATIONS)):
+        for name in names:
+            (meta.get(key) or {}).pop(name, None)
+        if key in meta and not meta[key]:
+            del meta[key]
 
 
 def body_for_apply(record: Obj, t: ResourceType, ns_map: Mapping[str, str]) -> Obj:

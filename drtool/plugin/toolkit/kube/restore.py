@@ -234,4 +234,6 @@ def _result(run: _Restore, seconds: float) -> RestoreResult:
         f"{t.objects()} objects into {run.client.server} in {seconds:.1f}s: {t.total('created')} created, "
         f"{t.total('changed')} changed, {t.total('unchanged')} unchanged, {t.total('skipped')} skipped (existing)"
     )
+    if t.total("kept"):
+        summary += f", {t.total('kept')} kept from the target's own install (webhooks, aggregated APIs)"
     return RestoreResult(changed=t.changed(), summary=summary, details=details)

@@ -15,6 +15,7 @@ from drtool.errors import UsageError
 from drtool.plugin.toolkit.settings import as_bool, as_list, as_number
 
 EXISTING_POLICIES = ("update", "replace", "skip", "fail")
+WEBHOOK_POLICIES = ("keep", "restore")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +141,9 @@ class RestoreOptions:
     workers: int = 16  # restore is latency-bound (API server + etcd commit): 16 in flight ~doubles 8's rate
     crd_timeout: float = 60.0
     image_registry_map: Mapping[str, str] = dataclasses.field(default_factory=dict)  # images restored elsewhere
+    # admission webhooks and aggregated APIs the target already has belong to its platform install: keep them
+    webhooks: str = "keep"
+    settle: float = 30.0  # verify: how long drifting objects are re-read while controllers finish reconciling
 
     @classmethod
     def parse(cls, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreOptions:
@@ -148,6 +152,9 @@ class RestoreOptions:
         if existing not in EXISTING_POLICIES:
             raise UsageError(f"existing={existing!r} is not a policy", f"choose {', '.join(EXISTING_POLICIES)}")
         workers = int(as_number(merged.get("workers"), 16, "workers"))
+        webhooks = str(merged.get("webhooks") or "keep").lower()
+        if webhooks not in WEBHOOK_POLICIES:
+            raise UsageError(f"webhooks={webhooks!r} is not a policy", f"choose {', '.join(WEBHOOK_POLICIES)}")
         return cls(
             existing=existing,
             namespace_map=parse_namespace_map(merged.get("namespace_map")),
@@ -156,6 +163,8 @@ class RestoreOptions:
             workers=max(1, workers),
             crd_timeout=as_number(merged.get("crd_timeout"), 60.0, "crd_timeout"),
             image_registry_map=parse_registry_map(merged.get("image_registry_map")),
+            webhooks=webhooks,
+            settle=max(0.0, as_number(merged.get("settle"), 30.0, "settle")),
         )
 
 

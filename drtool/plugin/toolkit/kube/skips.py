@@ -72,6 +72,19 @@ def _pod_like(obj: Obj) -> str | None:
     return "owned by a controller, which recreates it" if controlled(obj) else None
 
 
+def _workload(obj: Obj) -> str | None:
+    if controlled(obj):
+        return "Kueue's runtime record of its job: Kueue creates a new one when the restored job is queued"
+    return None
+
+
+def _issuance(obj: Obj) -> str:
+    """cert-manager's backup guide leaves these one-shot requests out: restored, each would be run again."""
+    if controlled(obj):
+        return "one issuance of its owner; restoring it would start that issuance again (cert-manager)"
+    return "a one-shot issuance request; restoring it would run it again (cert-manager)"
+
+
 def _configmap(obj: Obj) -> str | None:
     meta = _meta(obj)
     if meta.get("name") == "kube-root-ca.crt":
@@ -95,9 +108,14 @@ def _secret(obj: Obj) -> str | None:
     return None
 
 
-def _apiserver_service(obj: Obj) -> str | None:
+def is_apiserver_service(obj: Obj) -> bool:
+    """``default/kubernetes``: the API server's own Service (and its Endpoints and EndpointSlice)."""
     meta = _meta(obj)
-    if (meta.get("namespace"), meta.get("name")) == ("default", "kubernetes"):
+    return (meta.get("namespace"), meta.get("name")) == ("default", "kubernetes")
+
+
+def _apiserver_service(obj: Obj) -> str | None:
+    if is_apiserver_service(obj):
         return "the API server's own Service, recreated with the new cluster's address"
     return None
 
@@ -141,6 +159,10 @@ def _resource_claim(obj: Obj) -> str | None:
 OBJECT_RULES: dict[str, Callable[[Obj], str | None]] = {
     "pods": _pod_like,
     "replicasets.apps": _pod_like,
+    "workloads.kueue.x-k8s.io": _workload,
+    "certificaterequests.cert-manager.io": _issuance,
+    "orders.acme.cert-manager.io": _issuance,
+    "challenges.acme.cert-manager.io": _issuance,
     "configmaps": _configmap,
     "serviceaccounts": _service_account,
     "secrets": _secret,

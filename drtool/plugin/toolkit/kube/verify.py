@@ -2,36 +2,44 @@
 
 Both sides are reduced to the same comparable form (``objects.comparable``): the backup's records after
 the restore's namespace mapping, the target's objects cleaned like a backup would clean them, and on both
-sides the fields a new cluster chooses itself (ClusterIPs, Job selectors, owner uids...) left out. Per
-type the check reports counts and a content hash of each side, and for up to ``MAX_DIFFS`` differing
-objects a unified diff of their YAML.
+sides the fields a new cluster chooses itself (ClusterIPs, Job selectors, owner uids...) left out. Objects
+that are not equal are judged field by field (``judge``): a field of the backup with another value in the
+target fails, naming the field and who owns it now; what the target's controllers, webhooks and people
+added is listed with its manager and does not fail. Objects that drift are read again for up to
+``settle`` seconds first: a controller finishing its first reconcile of a restored object (Kueue
+admitting a restored Job) is not a finding. Per type the check reports counts and a content hash of each
+side over the fields the backup holds.
 """
 
 from __future__ import annotations
 
-import difflib
 import hashlib
-from collections.abc import Mapping
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from typing import Any
-
-import yaml
 
 from drtool.plugin.contract import Check, RestoreContext
 
 from .artifacts import CRDS, records
-from .client import KubeClient
+from .client import ApiError, KubeClient
 from .crds import condition
 from .discovery import CRD_PATH, ResourceType
+from .fields import show
+from .judge import ADDED, FOREIGN_WRITE, STATUS, Judgement, judge
 from .objects import comparable_from_live, comparable_from_record, digest, object_key, target_key
 from .references import map_images
 from .skips import object_rule
 
-MAX_DIFFS = 3
+MAX_DIFFS = 3  # objects whose failing fields are listed
+MAX_FIELDS = 5  # failing fields listed per object
 MAX_NAMES = 5
+MAX_LISTED = 4  # (manager, field) pairs listed for what the target added
+SETTLE_POLL = 1.0
 
 
 class _Side:
-    """Per-object digests of one side, and the comparable objects kept for diffs."""
+    """Per-object digests of one side."""
 
     def __init__(self) -> None:
         self.digests: dict[str, str] = {}
@@ -50,6 +58,63 @@ def _with_status(t: ResourceType, restore_status: bool) -> bool:
     return t.crd and (not t.status or restore_status)
 
 
+class _Compare:
+    """One type's comparison: the backup's records against the target's objects."""
+
+    def __init__(
+        self,
+        ctx: RestoreContext,
+        client: KubeClient,
+        t: ResourceType,
+        ns_map: Mapping[str, str],
+        with_status: bool,
+        image_map: Mapping[str, str] | None,
+    ) -> None:
+        self.ctx, self.client, self.t, self.ns_map = ctx, client, t, ns_map
+        self.with_status, self.image_map = with_status, image_map
+
+    def backup_form(self, rec: dict[str, Any]) -> dict[str, Any]:
+        if self.image_map:
+            map_images(rec["object"], self.image_map)  # where the restore pointed them (image_registry_map)
+        return comparable_from_record(rec, self.t, self.ns_map, self.with_status)
+
+    def live_form(self, item: dict[str, Any]) -> dict[str, Any]:
+        return comparable_from_live(item, self.t, self.with_status)
+
+    def judge_all(self, differing: dict[str, dict[str, Any]]) -> tuple[dict[str, Judgement], dict[str, Any]]:
+        """A second pass over the artifact for the objects that differ: each judged field by field. Returns
+        the judgements and the backup's form of those that fail (for ``settle``)."""
+        judged, wanted = {}, {}
+        for rec in records(self.ctx, self.t):
+            key = target_key(rec["object"], self.t, self.ns_map)
+            if key in differing:
+                mine = self.backup_form(rec)
+                judged[key] = judge(key, mine, self.live_form(differing[key]), differing[key])
+                if not judged[key].ok:
+                    wanted[key] = mine
+        return judged, wanted
+
+    def settle(self, judged: dict[str, Judgement], wanted: dict[str, Any], deadline: float) -> list[str]:
+        """Read the failing objects again until they hold the backup's fields or the ``deadline``
+        (``time.monotonic()``) passes; returns the keys that converged meanwhile."""
+        converged = []
+        while wanted and time.monotonic() < deadline:
+            time.sleep(SETTLE_POLL)
+            for key in list(wanted):
+                ns, _, name = key.rpartition("/")
+                try:
+                    item = self.client.get(self.t.path(ns or None, name))
+                except ApiError as exc:
+                    if exc.status != 404:
+                        raise
+                    continue
+                judged[key] = judge(key, wanted[key], self.live_form(item), item)
+                if judged[key].ok:
+                    del wanted[key]
+                    converged.append(key)
+        return converged
+
+
 def check_type(
     ctx: RestoreContext,
     client: KubeClient,
@@ -57,30 +122,46 @@ def check_type(
     ns_map: Mapping[str, str],
     restore_status: bool,
     image_map: Mapping[str, str] | None = None,
+    settle_until: float = 0.0,
 ) -> Check:
-    with_status = _with_status(t, restore_status)
+    """One type compared; drifting objects are read again until ``settle_until`` (``time.monotonic()``: one
+    deadline for a whole verify, see ``settle_deadline``)."""
+    cmp = _Compare(ctx, client, t, ns_map, _with_status(t, restore_status), image_map)
     backup = _Side()
     namespaces: set[str] = set()
     for rec in records(ctx, t):
         key = target_key(rec["object"], t, ns_map)
-        backup.digests[key] = digest(comparable_from_record(_mapped(rec, image_map), t, ns_map, with_status))
+        backup.digests[key] = digest(cmp.backup_form(rec))
         if "/" in key:
             namespaces.add(key.split("/", 1)[0])
-    live, extra, differing = _read_target(client, t, backup, namespaces, with_status)
+    live, extra, differing = _read_target(cmp, backup, namespaces)
     missing = sorted(set(backup.digests) - set(live.digests))
-    differ = sorted(k for k in backup.digests if k in live.digests and live.digests[k] != backup.digests[k])
-    ok = not missing and not differ
+    judged, wanted = cmp.judge_all(differing)
+    converged = cmp.settle(judged, wanted, settle_until) if wanted else []
+    failing = sorted(k for k, j in judged.items() if not j.ok)
+    for key, j in judged.items():
+        if j.ok:  # the fields the backup holds are all there, as the backup has them
+            live.digests[key] = backup.digests[key]
+    present = set(live.digests) & set(backup.digests)
     lines = [
-        f"{len(backup.digests)} in backup, {len(set(live.digests) & set(backup.digests))} in target"
-        f" (+{extra} not in backup); hash {backup.hash()} backup, {live.hash(set(backup.digests))} target"
+        f"{len(backup.digests)} in backup, {len(present)} in target (+{extra} not in backup); "
+        f"hash {backup.hash()} backup, {live.hash(set(backup.digests))} target (the backup's fields)"
     ]
     if missing:
         lines.append(f"missing: {_names(missing)}")
-    if differ:
-        lines.append(f"differ: {_names(differ)}")
-        shown = {k: differing[k] for k in differ[:MAX_DIFFS] if k in differing}
-        lines += _diffs(ctx, t, ns_map, with_status, shown, image_map)
-    return Check(f"kubernetes: {t.key}", ok, "\n".join(lines))
+    if failing:
+        lines.append(f"differ: {_names(failing)}")
+        lines += _failing_lines([judged[k] for k in failing])
+    if converged:
+        lines.append(f"settled: {_names(sorted(converged))} held the backup's fields once their controllers caught up")
+    lines += _listed_lines(judged.values(), ADDED, "added in the target (not compared)")
+    lines += _listed_lines(judged.values(), STATUS, "status kept current by its controller (not compared)")
+    return Check(f"kubernetes: {t.key}", not missing and not failing, "\n".join(lines))
+
+
+def settle_deadline(seconds: float) -> float:
+    """The deadline every type of one verify shares: settling is waited for once, not once per type."""
+    return time.monotonic() + seconds
 
 
 def _names(keys: list[str]) -> str:
@@ -88,54 +169,51 @@ def _names(keys: list[str]) -> str:
     return ", ".join(keys[:MAX_NAMES]) + more
 
 
-def _read_target(
-    client: KubeClient, t: ResourceType, backup: _Side, namespaces: set[str], with_status: bool
-) -> tuple[_Side, int, dict[str, dict[str, Any]]]:
-    """The target's objects of ``t`` that the backup names; counts the others it would have selected."""
+def _failing_lines(judgements: list[Judgement]) -> list[str]:
+    out = []
+    for j in judgements[:MAX_DIFFS]:
+        bad = j.failing
+        for change in bad[:MAX_FIELDS]:
+            label = "drift" if change.kind != FOREIGN_WRITE else FOREIGN_WRITE
+            out.append(f"  {label}: {j.key} {change.line()}")
+        if len(bad) > MAX_FIELDS:
+            out.append(f"  (+{len(bad) - MAX_FIELDS} more fields of {j.key})")
+    return out
+
+
+def _listed_lines(judgements: Iterable[Judgement], kind: str, title: str) -> list[str]:
+    """What the target's managers added (or keep current), per manager and field, counted in objects."""
+    seen: Counter[tuple[str, str]] = Counter()
+    objects = 0
+    for j in judgements:
+        changes = [c for c in j.changes if c.kind == kind]
+        objects += bool(changes)
+        for change in changes:
+            seen[(", ".join(change.manager_names()), show(change.path))] += 1
+    if not seen:
+        return []
+    shown = [f"{who}: {field} ({n})" for (who, field), n in seen.most_common(MAX_LISTED)]
+    more = f"; +{len(seen) - MAX_LISTED} more" if len(seen) > MAX_LISTED else ""
+    return [f"{title}: {objects} object(s) — " + "; ".join(shown) + more]
+
+
+def _read_target(cmp: _Compare, backup: _Side, namespaces: set[str]) -> tuple[_Side, int, dict[str, dict[str, Any]]]:
+    """The target's objects of the type that the backup names, and those that differ (kept whole, with their
+    managedFields, for ``judge``); counts the others the backup would have selected."""
+    t = cmp.t
     live, extra, differing = _Side(), 0, {}
     rule = object_rule(t.key)
-    for page in client.list_pages(t.path(), limit=500):
+    for page in cmp.client.list_pages(t.path(), limit=500):
         for item in page.get("items") or []:
             key = object_key(item)
             if key not in backup.digests:
                 in_scope = not t.namespaced or key.split("/", 1)[0] in namespaces
                 extra += int(in_scope and not (rule and rule(item)))
                 continue
-            obj = comparable_from_live(item, t, with_status)
-            live.digests[key] = digest(obj)
-            if live.digests[key] != backup.digests[key] and len(differing) < MAX_DIFFS:
-                differing[key] = obj
+            live.digests[key] = digest(cmp.live_form(item))
+            if live.digests[key] != backup.digests[key]:
+                differing[key] = item
     return live, extra, differing
-
-
-def _mapped(rec: dict[str, Any], image_map: Mapping[str, str] | None) -> dict[str, Any]:
-    """The record with its images pointed where the restore pointed them (``image_registry_map``)."""
-    if image_map:
-        map_images(rec["object"], image_map)
-    return rec
-
-
-def _diffs(
-    ctx: RestoreContext,
-    t: ResourceType,
-    ns_map: Mapping[str, str],
-    with_status: bool,
-    live: dict[str, Any],
-    image_map: Mapping[str, str] | None = None,
-) -> list[str]:
-    """Unified YAML diffs (backup -> target) of a few differing objects: a second pass over the artifact."""
-    out = []
-    for rec in records(ctx, t):
-        key = target_key(rec["object"], t, ns_map)
-        if key in live:
-            mine = comparable_from_record(_mapped(rec, image_map), t, ns_map, with_status)
-            want = yaml.safe_dump(mine, sort_keys=True)
-            got = yaml.safe_dump(live[key], sort_keys=True)
-            diff = difflib.unified_diff(
-                want.splitlines(), got.splitlines(), f"backup {key}", f"target {key}", lineterm="", n=2
-            )
-            out.extend(diff)
-    return out
 
 
 def crds_established(ctx: RestoreContext, client: KubeClient, types: list[ResourceType]) -> Check:
