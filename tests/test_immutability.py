@@ -1,12 +1,13 @@
 """Immutability: a backup into a MinIO bucket with S3 Object Lock (COMPLIANCE, 1 day default retention).
 
-Proved against the real MinIO: every object a backup wrote refuses a versioned delete (even from the root
-user); an overwrite only adds a version — the original stays, `drtool check --read-data` names the damaged
-chunk, and copying the original version back makes the store whole again; a plain delete only adds a
-delete marker, which `check` reports and removing the marker undoes. With a real restricted MinIO user
-(created through the MinIO admin API) the recommended write-only backup policy of docs/reliability.md is
-enough for init, backup, list and check, and refuses every delete; a prune with separate prune
-credentials reports the locked objects and keeps them, without failing.
+Proved against the real MinIO, in both store formats: every object a backup wrote (chunks or packs, index,
+manifest, key slot, config) refuses a versioned delete (even from the root user); an overwrite only adds a
+version — the original stays, `drtool check --read-data` names the damaged pack and every chunk it held,
+and copying the original version back makes the store whole again; a plain delete only adds a delete
+marker, which `check` reports (the pack missing, and its chunks) and removing the marker undoes. With a
+real restricted MinIO user (created through the MinIO admin API) the recommended write-only backup policy
+of docs/reliability.md is enough for init, backup, list and check, and refuses every delete; a prune with
+separate prune credentials reports the locked objects and keeps them, without failing.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import yaml
 from botocore.exceptions import ClientError
 
 from drtool.lab.components.minio import MinioServer
+from drtool.repo import layout
+from tests.fixtures import stores
 from tests.fixtures.core import Cli
 
 MIB = 1024 * 1024
@@ -100,15 +103,24 @@ def _check(cli: Cli) -> tuple[int, dict[str, Any]]:
     return proc.returncode, json.loads(proc.stdout)
 
 
+@pytest.mark.parametrize("version", stores.FORMATS)
 def test_locked_backup_survives_delete_and_overwrite(
-    cli: Cli, tmp_path: Path, minio: MinioServer, minio_env: dict[str, str], locked_bucket: str, source: Path
+    cli: Cli,
+    tmp_path: Path,
+    minio: MinioServer,
+    minio_env: dict[str, str],
+    locked_bucket: str,
+    source: Path,
+    version: int,
 ) -> None:
     _configure(cli, minio_env, source)
-    cli("init", "--store", f"s3://{locked_bucket}/{PREFIX}", check=True)
+    url = f"s3://{locked_bucket}/{PREFIX}"
+    stores.init(cli, url, version)
     assert json.loads(cli("backup", "-p", "files", "--json", check=True).stdout)["status"] == "complete"
     root = minio.client()  # the most powerful credentials there are
     versions = [v for v in _versions(root, locked_bucket) if "/locks/" not in v["Key"]]
-    assert len(versions) > 5
+    kinds = {"drtool-store.json", "keys", "manifests", *(("packs", "index") if version == 2 else ("chunks",))}
+    assert {v["Key"].split("/")[1] for v in versions} == kinds  # every kind of object a backup writes
     refused = 0
     for v in versions:
         head = root.head_object(Bucket=locked_bucket, Key=v["Key"], VersionId=v["VersionId"])
@@ -120,25 +132,32 @@ def test_locked_backup_survives_delete_and_overwrite(
     print(f"\n{refused} versioned deletes refused")
     assert _check(cli)[0] == 0
 
-    # overwrite a chunk: S3 keeps the original as a noncurrent version; check names the damage
-    chunk = next(v for v in versions if f"/{PREFIX}/chunks/" in f"/{v['Key']}")
+    # overwrite an object holding chunks (format 1: one chunk; format 2: a pack): S3 keeps the original as a
+    # noncurrent version; check names the damaged pack and every chunk it held
+    repo = stores.open_repo(cli, url)
+    name = stores.chunk_objects(repo)[0]
+    held = stores.holding(repo, name)
+    chunk = next(v for v in versions if v["Key"] == f"{PREFIX}/{name}")
     original = root.get_object(Bucket=locked_bucket, Key=chunk["Key"])["Body"].read()
     root.put_object(Bucket=locked_bucket, Key=chunk["Key"], Body=b"ransomware was here")
     code, report = _check(cli)
-    chunk_id = chunk["Key"].rsplit("/", 1)[1]
     assert code == 4 and not report["ok"]
-    assert list(report["damaged_chunks"]) == [chunk_id], report["damaged_chunks"]
+    assert set(report["damaged_chunks"]) == held, report["damaged_chunks"]
+    assert list(report["damaged_packs"]) == ([layout.pack_id_of(name)] if version == 2 else []), report
+    text = cli("check", "--read-data").stdout
+    assert ("damaged pack" in text) == (version == 2) and "damaged chunk" in text, text
     kept = root.get_object(Bucket=locked_bucket, Key=chunk["Key"], VersionId=chunk["VersionId"])["Body"].read()
     assert kept == original  # nothing was destroyed
     source_ref = {"Bucket": locked_bucket, "Key": chunk["Key"], "VersionId": chunk["VersionId"]}
     root.copy_object(Bucket=locked_bucket, Key=chunk["Key"], CopySource=source_ref)
     assert _check(cli)[0] == 0
 
-    # a plain delete adds a delete marker: check reports the chunk missing; removing the marker undoes it
+    # a plain delete adds a delete marker: check reports the chunks missing; removing the marker undoes it
     marker = root.delete_object(Bucket=locked_bucket, Key=chunk["Key"])
     assert marker.get("DeleteMarker") is True
     code, report = _check(cli)
-    assert code == 4 and chunk_id in report["missing_chunks"], report
+    assert code == 4 and set(report["missing_chunks"]) == held, report
+    assert list(report["missing_packs"]) == ([layout.pack_id_of(name)] if version == 2 else []), report
     root.delete_object(Bucket=locked_bucket, Key=chunk["Key"], VersionId=marker["VersionId"])
     assert _check(cli)[0] == 0
     restored = tmp_path / "restored"

@@ -13,7 +13,8 @@ import pytest
 from drtool.backends.local import LocalBackend
 from drtool.errors import IntegrityError, NotFound
 from drtool.repo import layout
-from drtool.repo.config import StoreConfig
+from drtool.repo.check import check
+from drtool.repo.config import PackParams, StoreConfig
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.restore_context import PluginRestoreContext
@@ -123,6 +124,29 @@ def test_flipped_byte_in_manifest_and_foreign_manifest(repo: Repository, tmp_pat
     repo.backend.put(layout.manifest("20200101T000000Z-abcdef"), original)
     with pytest.raises(IntegrityError):
         repo.get_manifest("20200101T000000Z-abcdef")
+
+
+def test_check_names_a_damaged_pack_and_what_it_took_down(tmp_path) -> None:
+    """Format 2: a pack cut short names the pack and every chunk in it; a pack whose header alone is damaged
+    is named, but none of its chunks (they still open where the index places them)."""
+    config = StoreConfig.new(packs=PackParams(target_size=2 * 1024 * 1024))
+    repo = Repository.init(LocalBackend(tmp_path / "store"), passphrase=PASSPHRASE, config=config)
+    manifest = _backup(repo, {"x": os.urandom(6 * 1024 * 1024)})
+    assert check(repo, read_data=True).ok
+    cut, header_only = stores.chunk_objects(repo)[:2]
+    repo.backend.put(cut, repo.backend.get(cut)[:1000])
+    blob = bytearray(repo.backend.get(header_only))
+    blob[-10] ^= 0x01  # in the sealed header, just before its 4-byte length
+    repo.backend.put(header_only, bytes(blob))
+    report = check(repo, read_data=True)
+    assert not report.ok
+    assert set(report.damaged_packs) == {layout.pack_id_of(cut), layout.pack_id_of(header_only)}
+    assert set(report.damaged_chunks) == stores.holding(repo, cut)
+    assert all("shorter than its index says" in why for why in report.damaged_chunks.values())
+    repo.backend.delete(cut)
+    report = check(repo)
+    assert report.missing_packs == {layout.pack_id_of(cut): [manifest.id]}
+    assert set(report.missing_chunks) == stores.holding(repo, cut)
 
 
 def test_missing_chunk_fails_preflight_before_any_read(repo: Repository) -> None:

@@ -199,6 +199,12 @@ def check(
         )
         for backup_id, err in report.bad_manifests.items():
             console.print(f"[red]manifest {backup_id}: {err}[/]")
+        for index_name, err in report.bad_indexes.items():
+            console.print(f"[red]index {index_name}: {err}[/]")
+        for pack_id, backups in report.missing_packs.items():
+            console.print(f"[red]missing pack {pack_id[:16]} (needed by {', '.join(backups)})[/]")
+        for pack_id, err in report.damaged_packs.items():
+            console.print(f"[red]damaged pack {pack_id[:16]}: {err}[/]")
         for chunk_id, backups in report.missing_chunks.items():
             console.print(f"[red]missing chunk {chunk_id[:16]} (needed by {', '.join(backups)})[/]")
         for chunk_id, err in report.damaged_chunks.items():
@@ -207,6 +213,11 @@ def check(
             console.print(
                 f"{len(report.orphan_chunks)} orphan chunk(s) no backup references "
                 "(left by an interrupted backup; `drtool prune` removes them)"
+            )
+        if report.orphan_packs:
+            console.print(
+                f"{len(report.orphan_packs)} orphan pack(s) no index names "
+                "(left by an interrupted backup; the next backup reuses them, `drtool prune` removes them)"
             )
         if report.leftover_temp_files:
             console.print(f"{len(report.leftover_temp_files)} leftover temp file(s) from interrupted writes")

@@ -4,6 +4,9 @@ Without ``read_data`` it checks that every chunk a manifest names exists (names 
 reads the index and lists the packs); with it, every referenced chunk is downloaded, authenticated,
 decompressed and re-hashed. In format 2 that reads whole packs, one GET each, and also checks each pack's
 own header against the index, so an index that lies about a pack is caught too.
+
+Damage is reported where a user acts on it: a pack that is gone or damaged is named, and so is every
+chunk of it a backup needs (a pack holds a few dozen chunks, and the chunks say which backups are hurt).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class CheckReport:
     packs_present: int = 0
     bad_indexes: dict[str, str] = dataclasses.field(default_factory=dict)  # index object -> error
     damaged_packs: dict[str, str] = dataclasses.field(default_factory=dict)  # pack -> error
+    missing_packs: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # indexed, gone -> backups
     orphan_packs: list[str] = dataclasses.field(default_factory=list)  # uploaded, never indexed
 
     @property
@@ -102,6 +106,10 @@ def _check_packs(
     report.missing_chunks = {c: sorted(set(b)) for c, b in referenced.items() if c not in indexed}
     report.orphan_chunks = sorted(indexed - referenced.keys())
     report.orphan_packs = sorted(listed - packs.keys())
+    for pack_id in sorted(packs.keys() - listed):
+        hurt = {b for cid in hex_ids(packs[pack_id]) for b in report.missing_chunks.get(cid, ())}
+        if hurt:
+            report.missing_packs[pack_id] = sorted(hurt)
     if read_data:
         task = progress.task("reading packs", len(packs))
 
@@ -117,19 +125,32 @@ def _check_packs(
 
 
 def _verify_pack(store: PackedStore, pack_id: str, rows: np.ndarray, report: CheckReport) -> None:
-    """Read a whole pack: its header must list what the index says, and every blob must open."""
+    """Read a whole pack: its header must list what the index says, and every blob must open.
+
+    A pack whose header does not open is damaged, and its blobs are still tried where the index places
+    them: an overwritten pack then names every chunk it took down, while a pack with only a damaged header
+    names none (restores read through the index and still work; only rebuilding the index would fail).
+    """
     try:
         data = store.repo.backend.get(layout.pack(pack_id))
+    except DrtoolError as exc:  # gone since it was listed, or unreadable
+        report.damaged_packs[pack_id] = exc.message
+        report.damaged_chunks.update((cid, f"pack {pack_id[:12]}: {exc.message}") for cid in hex_ids(rows))
+        return
+    header: dict[str, BlobEntry] | None = None
+    try:
         header = {e.chunk_id: e for e in parse_header(store.repo.key, pack_id, data, len(data))}
     except DrtoolError as exc:
         report.damaged_packs[pack_id] = exc.message
-        return
     view = memoryview(data)
     for row, chunk_id in zip(rows, hex_ids(rows), strict=True):
         report.chunks_read += 1
         blob = BlobEntry(chunk_id, int(row["codec"]), int(row["offset"]), int(row["sealed"]), int(row["plain"]))
-        if header.get(chunk_id) != blob:
+        if header is not None and header.get(chunk_id) != blob:
             report.damaged_chunks[chunk_id] = f"pack {pack_id[:12]}'s header disagrees with the index"
+            continue
+        if blob.offset + blob.sealed_length > len(data):
+            report.damaged_chunks[chunk_id] = f"pack {pack_id[:12]} is shorter than its index says"
             continue
         try:
             store.open_blob(Located(pack_id, blob), view[blob.offset : blob.offset + blob.sealed_length])
