@@ -295,14 +295,15 @@ def cluster_objects() -> list[Obj]:
     return objs
 
 
-def team_objects(team: Team, tls: tuple[str, str]) -> list[Obj]:
-    """What one team namespace holds; ``tls`` is a real (cert, key) PEM pair for its TLS Secret."""
+def team_objects(team: Team, tls: TeamPki) -> list[Obj]:
+    """What one team namespace holds; ``tls`` has real PEM pairs for its TLS Secret and its CA's Secret."""
     objs = render("team", **_team_values(team, image=team.image, quota=team.gpus * 2))
     for obj in objs:
         if obj["kind"] != "Secret":
             continue
         if obj["type"] == "kubernetes.io/tls":
-            obj["stringData"] = {"tls.crt": tls[0], "tls.key": tls[1]}
+            cert, key = tls.ca if obj["metadata"]["name"].endswith("-ca") else tls.serving
+            obj["stringData"] = {"tls.crt": cert, "tls.key": key}
         elif obj["type"] == "kubernetes.io/dockerconfigjson":
             password = secret_value(team.namespace, "registry-pull", "password")
             auth = base64.b64encode(f"{team.short}-puller:{password}".encode()).decode()
@@ -497,11 +498,19 @@ def install_crds(client: KubeClient, modules: Iterable[str]) -> list[str]:
     return names
 
 
-def _tls_pair(directory: Path, team: Team) -> tuple[str, str]:
-    """A real certificate and key for the team's TLS Secret (signed by a throwaway CA)."""
+@dataclasses.dataclass(frozen=True)
+class TeamPki:
+    """(certificate, key) PEM pairs: the team's serving certificate, and the CA its cert-manager Issuer signs with."""
+
+    serving: tuple[str, str]
+    ca: tuple[str, str]
+
+
+def _tls_pair(directory: Path, team: Team) -> TeamPki:
+    """A real certificate and key for the team's TLS Secret, signed by a throwaway CA (the team Issuer's)."""
     ca = pki.make_ca(directory, "drtool lab seed CA")
     files = pki.issue(ca, directory, team.short, f"{team.short}.ml.example.com", sans=[f"{team.short}.ml.example.com"])
-    return files.cert.read_text(), files.key.read_text()
+    return TeamPki((files.cert.read_text(), files.key.read_text()), (ca.cert.read_text(), ca.key.read_text()))
 
 
 def seed(
