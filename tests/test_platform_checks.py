@@ -34,6 +34,8 @@ from drtool.plans.platform.context import TimedCheck
 from drtool.plans.platform.training_resumes import RecoveryPoint, compare, recovery_point
 from drtool.plans.schema import Plan
 from drtool.plugin.manager import get_plugin
+from drtool.rehearsal.rehearse import RehearsalOptions, rehearse
+from drtool.rehearsal.target import seed_sources
 from drtool.repo.manifest import ArtifactEntry, Manifest, PluginOutcome
 from drtool.repo.repository import Repository
 from tests.fixtures.core import PASSPHRASE
@@ -52,6 +54,7 @@ steps:
   - {id: cluster-objects, uses: kubernetes, with: {existing: update}}
 """
 TRAINER = ["python", "-m", "drtool.lab.trainer"]
+PLANS = Path(__file__).resolve().parents[1] / "restore-plans"
 
 
 @dataclasses.dataclass
@@ -176,6 +179,20 @@ def test_every_platform_check_passes_on_the_restored_living_cluster(restored: Re
 def _probe_jobs(api: Any) -> list[str]:
     jobs = client.BatchV1Api(api).list_job_for_all_namespaces().items
     return [j.metadata.name for j in jobs if j.metadata.name.startswith("drtool-probe-")]
+
+
+@pytest.mark.parametrize("name", ["full-cluster-rebuild", "training-resume", "kueue-quotas-only"])
+def test_the_shipped_plans_checks_pass_on_the_restored_living_cluster(
+    restored: Restored, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHECK_WINDOW", "5s")  # a minute in production
+    plan = load_plan(PLANS / f"{name}.yaml").require()
+    overrides = {**restored.overrides, "kueue": restored.overrides["kubernetes"]}
+    results = run_checks(plan, overrides, restored.manifest)
+    assert all(c.ok for c in results), {c.name: c.detail for c in results if not c.ok}
+    kinds = {c.type for c in plan.checks}
+    assert "kueue-admits" in kinds and (name != "training-resume" or "training-resumes" in kinds)
+    assert not [c for c in results if c.facts.get("skipped")]  # the checkpoints were restored: nothing skipped
 
 
 def test_kueue_admits_fails_naming_the_inactive_cluster_queue(restored: Restored) -> None:
@@ -317,3 +334,38 @@ def test_platform_checks_are_strict_and_a_check_of_a_skipped_step_is_skipped() -
     (result,) = run_checks(plan, {}, manifest)
     assert result.ok and result.facts == {"skipped": True} and result.green_s is None
     assert result.detail == "skipped: step checkpoints did not run (plugin not in backup)"
+
+
+# --- a rehearsal ----------------------------------------------------------------------------------------
+
+
+def test_a_training_rehearsal_reports_the_recovery_point_in_steps_and_time_lost(lab_root: Path, tmp_path: Path) -> None:
+    """Source: the trainer killed while saving step 30. The rehearsal restores into a fresh lab, resumes the
+    run there and says what was lost: the steps after 20, and the training time since step 20 was saved."""
+    source = Lab("training-source", lab_root)
+    checkpoints = get_plugin("checkpoints")
+    try:
+        sources = seed_sources(source, [checkpoints])
+        repo = Repository.init(LocalBackend(tmp_path / "store"), passphrase=PASSPHRASE)
+        run_backup(repo, [checkpoints], sources)
+        plan = tmp_path / "training.yaml"
+        plan.write_text(
+            "name: training-only\nsteps:\n  - {id: checkpoints, uses: checkpoints}\nchecks:\n"
+            f"  - {{type: training-resumes, id: resumes, step: checkpoints, folder: mlp, command: {TRAINER}}}\n"
+        )
+        options = RehearsalOptions(
+            source_lab=source, source_stays_down=True, out_dir=tmp_path / "reports", labs_root=lab_root
+        )
+        result = rehearse(load_plan(plan), repo, options)
+    finally:
+        source.down()
+    run = result.report["run"]
+    assert result.restored, (run["steps"], result.report["checks"])
+    (point,) = run["training"]
+    assert (point["recovery_step"], point["torn_steps"], point["steps_lost_at_least"]) == (20, [30], 10)
+    assert 0 < point["wall_time_lost_s"] < 900  # the failure (the source stopped) minus when step 20 was saved
+    rto = run["rto"]
+    assert rto["restored_s"] <= rto["service_s"] <= rto["confirmed_s"] and rto["measured_s"] == rto["service_s"]
+    assert rto["first_workload_s"] is None  # no queue was asked to admit anything
+    md = result.paths["md"].read_text()
+    assert "## Training recovery point" in md and "| mlp | step 20 | 30 | at least 10 |" in md

@@ -133,6 +133,12 @@ class KubeObjectCheck(_Strict):
     field: str | None = None  # dotted path, e.g. spec.resourceGroups
     equals: Any = None
 
+    def summary(self) -> str:
+        what = f"{self.kind} {self.namespace + '/' if self.namespace else ''}{self.name} exists"
+        if self.field is None:
+            return what
+        return f"{what}, {self.field} " + (f"= {self.equals!r}" if self.equals is not None else "set")
+
 
 class HttpCheck(_Strict):
     type: Literal["http"]
@@ -140,11 +146,17 @@ class HttpCheck(_Strict):
     url: str
     status: int = 200
 
+    def summary(self) -> str:
+        return f"GET {self.url} answers {self.status}"
+
 
 class TcpCheck(_Strict):
     type: Literal["tcp"]
     id: str
     address: str  # host:port
+
+    def summary(self) -> str:
+        return f"{self.address} accepts connections"
 
 
 # --- platform checks (drtool/plans/platform/, docs/plans.md "Platform checks"): recovery judged by what the
@@ -166,6 +178,11 @@ class KueueAdmitsCheck(_Strict):
     running: bool = True  # also wait for the probe's pod to run on a node: the first queued workload served
     timeout: Duration = dt.timedelta(minutes=2)
 
+    def summary(self) -> str:
+        onto = f" onto flavor {self.flavor}" if self.flavor else ""
+        runs = " and its pod runs" if self.running else ""
+        return f"a probe Job on LocalQueue {self.namespace}/{self.queue} is admitted by Kueue{onto}{runs}"
+
 
 class WorkloadsReadyCheck(_Strict):
     """Restored Deployments and StatefulSets are Available, with their pods Running on Ready nodes."""
@@ -175,6 +192,11 @@ class WorkloadsReadyCheck(_Strict):
     namespaces: NamespaceList = Field(default_factory=list)  # empty: every namespace
     restored_only: bool = Field(default=True, alias="restored-only")  # only objects drtool's restore wrote
     timeout: Duration = dt.timedelta(minutes=5)
+
+    def summary(self) -> str:
+        where = f" in {', '.join(self.namespaces)}" if self.namespaces else ""
+        which = "restored " if self.restored_only else ""
+        return f"{which}Deployments and StatefulSets{where} serve, their pods Running on Ready nodes"
 
 
 class NoReissueCheck(_Strict):
@@ -186,6 +208,9 @@ class NoReissueCheck(_Strict):
     window: Duration = dt.timedelta(seconds=30)  # watched for new CertificateRequests after the restore
     timeout: Duration = dt.timedelta(minutes=2)  # for every Certificate to be Ready
 
+    def summary(self) -> str:
+        return f"Certificates Ready, none re-issued by cert-manager within {format_duration(self.window)}"
+
 
 class GcStableCheck(_Strict):
     """The garbage collector has run for ``window`` and every restored object (and its dependents) is there."""
@@ -195,6 +220,9 @@ class GcStableCheck(_Strict):
     namespaces: NamespaceList = Field(default_factory=list)
     window: Duration = dt.timedelta(seconds=30)  # after the collector proved it runs by collecting a probe
     timeout: Duration = dt.timedelta(minutes=1)  # for that probe to be collected
+
+    def summary(self) -> str:
+        return f"restored objects and their dependents survive {format_duration(self.window)} of garbage collection"
 
 
 class TrainingResumesCheck(_Strict):
@@ -207,6 +235,9 @@ class TrainingResumesCheck(_Strict):
     command: list[str] = Field(min_length=1)  # the trainer; `python` is the interpreter drtool runs under
     steps: int = Field(default=5, ge=1, le=10_000)  # steps the resumed run trains, compared with a reference
     timeout: Duration = dt.timedelta(minutes=5)
+
+    def summary(self) -> str:
+        return f"training in {self.folder} (restored by step {self.step}) resumes from its last complete checkpoint"
 
 
 PLATFORM_CHECKS = (KueueAdmitsCheck, WorkloadsReadyCheck, NoReissueCheck, GcStableCheck, TrainingResumesCheck)
