@@ -11,6 +11,8 @@ One living lab runs at a time: the source is stopped (and deleted) before the ta
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -34,11 +36,11 @@ from drtool.plans.platform.context import TimedCheck
 from drtool.plans.platform.training_resumes import RecoveryPoint, compare, recovery_point
 from drtool.plans.schema import Plan
 from drtool.plugin.manager import get_plugin
-from drtool.rehearsal.rehearse import RehearsalOptions, rehearse
 from drtool.rehearsal.target import seed_sources
 from drtool.repo.manifest import ArtifactEntry, Manifest, PluginOutcome
 from drtool.repo.repository import Repository
-from tests.fixtures.core import PASSPHRASE
+from tests.fixtures.core import PASSPHRASE, Cli
+from tests.test_lab_living import wait_for
 
 TARGET_BUCKET = "restored-checkpoints"
 # the lab registers each living cluster's own webhook configurations; the source's point at its own ports
@@ -85,16 +87,6 @@ class Restored:
         return result
 
 
-def wait_for(check: Any, what: str, timeout: float = 90.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"{what}: not within {timeout:.0f}s")
-
-
 def certificates_ready(api: Any) -> bool:
     items = client.CustomObjectsApi(api).list_cluster_custom_object("cert-manager.io", "v1", "certificates")["items"]
     ready = [c for c in items if any(x["type"] == "Ready" and x["status"] == "True" for x in c["status"]["conditions"])]
@@ -112,7 +104,8 @@ def restored(lab_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         assert isinstance(server, KubeApiserver)
         kube_seed.seed(server.access())
         trained = checkpoints.lab.seed(source)  # type: ignore[attr-defined]  # the trainer killed mid-save
-        wait_for(lambda: certificates_ready(config.new_client_from_config(str(server.admin_kubeconfig))), "issued")
+        api = config.new_client_from_config(str(server.admin_kubeconfig))
+        wait_for(lambda: certificates_ready(api), "every Certificate issued", timeout=90)
         repo = Repository.init(LocalBackend(work / "store"), passphrase=PASSPHRASE)
         cluster = {"kubeconfig": str(server.readonly_kubeconfig), "exclude_resources": INSTALLED}
         manifest = run_backup(repo, [kubernetes, checkpoints], {"kubernetes": cluster, "checkpoints": trained})
@@ -339,8 +332,10 @@ def test_platform_checks_are_strict_and_a_check_of_a_skipped_step_is_skipped() -
 # --- a rehearsal ----------------------------------------------------------------------------------------
 
 
-def test_a_training_rehearsal_reports_the_recovery_point_in_steps_and_time_lost(lab_root: Path, tmp_path: Path) -> None:
-    """Source: the trainer killed while saving step 30. The rehearsal restores into a fresh lab, resumes the
+def test_a_training_rehearsal_reports_the_recovery_point_in_steps_and_time_lost(
+    lab_root: Path, tmp_path: Path, cli: Cli
+) -> None:
+    """Source: the trainer killed while saving step 30. `drtool rehearse` restores into a fresh lab, resumes the
     run there and says what was lost: the steps after 20, and the training time since step 20 was saved."""
     source = Lab("training-source", lab_root)
     checkpoints = get_plugin("checkpoints")
@@ -353,19 +348,21 @@ def test_a_training_rehearsal_reports_the_recovery_point_in_steps_and_time_lost(
             "name: training-only\nsteps:\n  - {id: checkpoints, uses: checkpoints}\nchecks:\n"
             f"  - {{type: training-resumes, id: resumes, step: checkpoints, folder: mlp, command: {TRAINER}}}\n"
         )
-        options = RehearsalOptions(
-            source_lab=source, source_stays_down=True, out_dir=tmp_path / "reports", labs_root=lab_root
-        )
-        result = rehearse(load_plan(plan), repo, options)
+        args = ["rehearse", "--plan", str(plan), "--source-lab", source.name, "--out", str(tmp_path / "reports")]
+        proc = cli("--store", repo.backend.url, *args, env={"DRTOOL_LAB_DIR": str(lab_root)})
     finally:
         source.down()
-    run = result.report["run"]
-    assert result.restored, (run["steps"], result.report["checks"])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    out = " ".join(proc.stdout.split())
+    assert "training mlp: resumed from step 20, step 30 torn; at least 10 steps and" in out, out
+    assert re.search(r"restore steps done \S+, in service \S+", out)
+    report = json.loads(next((tmp_path / "reports").glob("*.json")).read_text())
+    run = report["run"]
     (point,) = run["training"]
     assert (point["recovery_step"], point["torn_steps"], point["steps_lost_at_least"]) == (20, [30], 10)
     assert 0 < point["wall_time_lost_s"] < 900  # the failure (the source stopped) minus when step 20 was saved
     rto = run["rto"]
     assert rto["restored_s"] <= rto["service_s"] <= rto["confirmed_s"] and rto["measured_s"] == rto["service_s"]
     assert rto["first_workload_s"] is None  # no queue was asked to admit anything
-    md = result.paths["md"].read_text()
+    md = next((tmp_path / "reports").glob("*.md")).read_text()
     assert "## Training recovery point" in md and "| mlp | step 20 | 30 | at least 10 |" in md
