@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from drtool.errors import UsageError
 from drtool.plans.steps import step_target
 from drtool.plugin.contract import Check
+from drtool.plugin.toolkit.kube.client import FIELD_MANAGER
 
 if TYPE_CHECKING:
     from drtool.plans.schema import Plan
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from drtool.repo.manifest import Manifest
 
 PROBE_MANAGER = "drtool-check"  # field manager of what checks create (probes), never mistaken for restored
-RESTORE_MANAGER = "drtool"  # the field manager drtool's restores write with (drtool/plugin/toolkit/kube)
+RESTORE_MANAGER = FIELD_MANAGER  # what drtool's restores write with: an object holding its fields was restored
 
 
 @dataclasses.dataclass
