@@ -263,10 +263,19 @@ def test_shipped_plans_rehearse_into_a_fresh_lab(source: Source, tmp_path: Path,
     assert not Lab.names(tmp_path) and not processes_mentioning(tmp_path)  # torn down, servers stopped
 
 
-def test_rehearsal_into_an_existing_cluster_by_kubeconfig(source: Source, kube_target: KubeLab, tmp_path: Path) -> None:
+def test_rehearsal_into_an_existing_cluster_by_kubeconfig(
+    source: Source, kube_target: KubeLab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The existing cluster is a bare API server: the quotas go in and read back, but no Kueue runs there to
+    admit work, so the plan's platform check fails, saying so, and the platform is not in service."""
+    monkeypatch.setenv("CHECK_TIMEOUT", "3s")
     options = RehearsalOptions(target=kube_target.kubeconfig, out_dir=tmp_path / "reports", labs_root=tmp_path)
     result = rehearse(load_plan(PLANS / "kueue-quotas-only.yaml"), source.repo, options)
-    assert result.ok and result.report["run"]["target"] == str(Path(kube_target.kubeconfig).resolve())
+    assert [s["status"] for s in result.report["run"]["steps"]] == ["ok"]
+    assert result.report["run"]["target"] == str(Path(kube_target.kubeconfig).resolve())
+    admits = next(c for c in result.report["checks"] if c["name"] == "queue-admits")
+    assert not admits["ok"] and "Kueue made no Workload" in admits["detail"] and not result.restored
+    assert result.report["run"]["rto"]["service_s"] is None
     flavors = kube_target.list_objects({"ResourceFlavor": "kueue.x-k8s.io/v1beta2"})["ResourceFlavor"]
     assert ("", "a100") in flavors
     assert not Lab.names(tmp_path)  # no lab was made
