@@ -157,7 +157,7 @@ def run(check: GcStableCheck, ctx: CheckContext, watch: Watch) -> Verdict:
     lost = [o for uid, o in keep.items() if uid not in after or after[uid].deleting]
     if lost:
         names = "; ".join(" -> ".join(x.ref for x in chain(before, o)) for o in lost[:3])
-        return Verdict(False, f"{len(lost)} object(s) collected within {format_duration(check.window)}: {names}")
+        return Verdict(False, f"{len(lost)} object(s) deleted within {format_duration(check.window)}: {names}")
     return _stable(before, keep, collector_s, check)
 
 
