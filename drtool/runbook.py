@@ -163,11 +163,7 @@ def _checks(plan: Plan) -> list[str]:
         return []
     out = ["## Checks after the last step", ""]
     for check in plan.checks:
-        what = getattr(check, "url", None) or getattr(check, "address", None)
-        if what is None:
-            ns = getattr(check, "namespace", None)
-            what = f"{check.kind} {ns + '/' if ns else ''}{check.name}"  # type: ignore[union-attr]
-        out.append(f"- `{check.id}` ({check.type}): {what}")
+        out.append(f"- `{check.id}` ({check.type}): {check.summary()}")
     return [*out, ""]
 
 

@@ -96,11 +96,13 @@ def test_completeness_of_each_kind(repo: Repository, minio: MinioServer, minio_e
     # a safetensors shard cut short, and a truncated container archive
     whole = samples.safetensors_bytes(samples.random_tensors(rng, 2, (8, 8)))
     put("bert-base/checkpoint-700/model.safetensors", whole[:-4])
+    # a sharded save killed before its index: every shard written is whole, yet the checkpoint is torn
+    put("bert-base/checkpoint-800/model-00001-of-00003.safetensors", whole)
     archive = samples.container_archive({"pages-1.img": rng.bytes(1 << 14)})
     put("kubelet/checkpoint-web-0_ml-app-2026-11-29T11-00-00Z.tar", archive[:4096])
 
     inv = PLUGIN.discover(source(minio, bucket))
-    assert inv.counts["checkpoints"] == 5 and inv.counts["incomplete"] == 7
+    assert inv.counts["checkpoints"] == 5 and inv.counts["incomplete"] == 8
     manifest, meta_out = backup(repo, source(minio, bucket))
     done = {c["checkpoint"]: c for c in meta_out["checkpoints"]}
     reasons = {s["checkpoint"]: s["reason"] for s in meta_out["skipped"]}
@@ -117,6 +119,7 @@ def test_completeness_of_each_kind(repo: Repository, minio: MinioServer, minio_e
     assert "__1_0.distcp" in reasons["llama-ft/step-500"] and "missing" in reasons["llama-ft/step-500"]
     assert "gone named in model.safetensors.index.json is missing" in reasons["bert-base/checkpoint-600"]
     assert "header describes" in reasons["bert-base/checkpoint-700"]
+    assert reasons["bert-base/checkpoint-800"] == "1 of 3 shards and no index: the sharded save has not finished"
     assert "no completion marker" in reasons["rl-agent/iter-50"]
     assert "truncated" in reasons["kubelet/checkpoint-web-0_ml-app-2026-11-29T11-00-00Z.tar"]
     assert done["llama-ft/step-200"]["run"] == "llama-ft" and done["llama-ft/step-200"]["step"] == 200
@@ -352,7 +355,10 @@ def test_cli_backup_restore_with_lab_support(cli: Cli, tmp_path: Path, lab_root:
         env = {"DRTOOL_LAB_DIR": str(lab_root), "DRTOOL_PLUGINS": "checkpoints"}
         cli("init", "--store", str(tmp_path / "store"), check=True, env=env)
         out = json.loads(cli("backup", "--json", check=True, env=env).stdout)
-        assert out["status"] == "complete" and len(out["plugins"]["checkpoints"]["meta"]["checkpoints"]) == 5
+        meta = out["plugins"]["checkpoints"]["meta"]
+        assert out["status"] == "complete" and len(meta["checkpoints"]) == 5 + 2  # the samples, the trainer's 10 and 20
+        torn = next(s for s in meta["skipped"] if s["checkpoint"] == "mlp/step-000030")  # killed in its save
+        assert torn["reason"] == "2 of 3 shards and no index: the sharded save has not finished"
         args = ["restore", out["id"], "-p", "checkpoints", "-t", f"url={target['url']}", "-t", "lab=ckpt-cli"]
         restored = json.loads(cli(*args, "--json", check=True, env=env).stdout)
         assert restored["verified"] and restored["changed"]

@@ -22,7 +22,7 @@ from PIL import Image
 
 from drtool.plans.schema import Plan
 from drtool.report import render_dag_svg, write_report
-from drtool.report.svg import COLOURS
+from drtool.report.svg import COLOURS, MARK_COLOURS
 
 INK = (0x21, 0x21, 0x21)  # the objective marker (drtool.report.svg.INK)
 
@@ -142,6 +142,34 @@ REHEARSAL = {
 }
 
 
+def timed(name: str, started: float, green: float | None, finished: float, **facts: Any) -> dict[str, Any]:
+    detail = f"{name} green" if green is not None else f"{name} failed"
+    ok = green is not None
+    return {"step": "plan", "name": name, "ok": ok, "detail": detail, "started_s": started, "green_s": green,
+            "finished_s": finished, "facts": facts}  # fmt: skip
+
+
+# a rehearsal that came back: steps done at 100 s, every check green at 112 s (the probe job ran), the
+# collector's and cert-manager's windows closed at 134 s
+IN_SERVICE = copy.deepcopy(REHEARSAL)
+IN_SERVICE["run"]["steps"] = [
+    step("etcd", "etcd", [], "ok", 0, 20),
+    step("cluster", "kubernetes", ["etcd"], "ok", 20, 70),
+    step("quotas", "kueue", ["cluster"], "ok", 70, 100),
+]
+IN_SERVICE["run"]["rto"] = {"measured_s": 112, "objective_s": 150, "met": True, "restored_s": 100,
+                            "service_s": 112, "first_workload_s": 112, "confirmed_s": 134}  # fmt: skip
+IN_SERVICE["run"]["training"] = [
+    {"check": "training", "folder": "mlp", "recovery_step": 20, "torn_steps": [30], "steps_lost_at_least": 10,
+     "checkpoint_written_at": "2026-11-29T12:59:20Z", "wall_time_lost_s": 40.0, "resumed_from_step": 20},
+]  # fmt: skip
+IN_SERVICE["checks"] = [
+    timed("admits", 100, 112, 112.5, running_s=12.0),
+    timed("certificates", 100, 101, 134),
+    timed("training", 100, 106, 106),
+]
+
+
 class Elements(HTMLParser):
     """Every start tag with its attributes, and the page's text."""
 
@@ -198,6 +226,22 @@ def test_html_is_self_contained_and_escaped(tmp_path: Path) -> None:
     assert [f["data-status"] for f in page.find("tr", **{"class": "finding"})] == ["inside", "waived"]
     assert len(page.find("svg", id="timeline")) == len(page.find("svg", id="objectives")) == 1
     assert len(page.find("svg", id="dag")) == 1
+
+
+def test_the_two_recovery_times_and_the_training_recovery_point(tmp_path: Path) -> None:
+    paths = write_report(IN_SERVICE, tmp_path, "r")
+    md = paths["md"].read_text()
+    assert "| restore steps done | 1m40s | the last step ended |" in md
+    assert "| time to service (RTO) | 1m52s | every check green |" in md
+    assert "| first queued workload running | 1m52s |" in md and "| checks confirmed | 2m14s |" in md
+    assert "| mlp | step 20 | 30 | at least 10 | 40.0s | 2026-11-29T12:59:20Z |" in md
+    assert "| plan | admits | ✅ | 1m52s | admits green |" in md
+    page = Elements(paths["html"].read_text())
+    assert len(page.find("line", **{"class": "mark"})) == 2  # restore steps done, in service
+    assert len(page.find("line", **{"class": "green"})) == 3  # where each check turned green
+    assert len(page.find("table", id="service-table")) == len(page.find("table", id="training-table")) == 1
+    text = "".join(page.text)
+    assert "restore steps done 1m40s" in text and "in service 1m52s" in text
 
 
 def test_dag_svg_of_a_plan() -> None:
@@ -316,6 +360,30 @@ def check_timeline_and_objectives(image: Image.Image) -> None:
     chips = [b for b in bars(image, {"met": COLOURS["met"], "missed": COLOURS["missed"]}, 20) if b.y0 > rpo.y1]
     nearby = {b.colour for b in chips if b.y0 < rpo.y1 + 250}
     assert nearby == {"met", "missed"}, f"no objectives table under the bars: {chips[:6]}"
+
+
+def mark_columns(image: Image.Image, colour: str, min_height: int = 40) -> list[int]:
+    """x of each vertical line drawn in ``colour`` (dashed: counted over the whole column)."""
+    rgb = tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    pixels = image.load()
+    width, height = image.size
+    return [x for x in range(width) if sum(pixels[x, y] == rgb for y in range(0, height, 2)) * 2 >= min_height]
+
+
+def test_timeline_in_headless_chromium_marks_steps_done_and_time_to_service(tmp_path: Path) -> None:
+    image = screenshot(write_report(IN_SERVICE, tmp_path / "report", "service")["html"], tmp_path)
+    ok = [b for b in bars(image, {"ok": COLOURS["ok"]}, min_width=60) if b.y1 - b.y0 >= 8]
+    first, last = ok[0], ok[2]  # the steps: etcd 0-20 s, quotas 70-100 s
+    unit = (last.x1 - first.x0) / 100
+    done, service = (mark_columns(image, colour) for colour in MARK_COLOURS)
+    assert done and abs(sum(done) / len(done) - (first.x0 + 100 * unit)) <= 3, (done, first, last)
+    assert service and abs(sum(service) / len(service) - (first.x0 + 112 * unit)) <= 3, (service, unit)
+    # below the steps, one thinner row per check, from where the steps ended (100 s); each tick splits its bar
+    checks = [b for b in bars(image, {"ok": COLOURS["ok"]}, min_width=30) if b.y1 - b.y0 >= 6 and last.y1 < b.y0]
+    rows = [b for b in checks if b.x0 >= last.x1 - 3 and b.y0 < last.y1 + 120]
+    assert len(rows) == 3, rows
+    admits = rows[0]  # 100 s to its tick at 112 s: the probe's pod ran
+    assert abs(admits.x0 - last.x1) <= 3 and abs(admits.x1 - (first.x0 + 112 * unit)) <= 4, (admits, unit)
 
 
 def test_html_report_in_headless_chromium(tmp_path: Path) -> None:

@@ -116,6 +116,17 @@ def print_rehearsal(report: dict) -> None:  # type: ignore[type-arg]
     failed_steps = [s["id"] for s in run["steps"] if s["status"] in ("failed", "refused")]
     rto_text = f"not recovered (failed: {', '.join(failed_steps)})" if failed_steps else _versus(rto)
     console.print(f"RTO {rto_text}   RPO {_versus(rpo)}", highlight=False)
+    if rto.get("restored_s") is not None:
+        service = format_duration(rto["service_s"]) if rto.get("service_s") is not None else "not reached"
+        console.print(f"restore steps done {format_duration(rto['restored_s'])}, in service {service}", highlight=False)
+    for t in run.get("training") or []:
+        torn = f", step {', '.join(map(str, t['torn_steps']))} torn" if t["torn_steps"] else ""
+        lost = format_duration(t["wall_time_lost_s"]) if t.get("wall_time_lost_s") is not None else "unknown"
+        console.print(
+            f"training {t['folder']}: resumed from step {t['recovery_step']}{torn}; at least "
+            f"{t['steps_lost_at_least']} steps and {lost} of training lost",
+            highlight=False,
+        )
     isolation = run.get("isolation") or {}
     console.print(f"isolation: {isolation.get('mode')} — covers {isolation.get('covers')}", highlight=False)
     for pair in run.get("bug_pairs") or []:

@@ -1,69 +1,112 @@
-"""A plan's own post-restore checks (kube-object, http, tcp), run after every step: did the platform come back?
+"""A plan's own post-restore checks, run after every step: did the platform come back?
 
 They read the restored system through its own API, like the plugins' verify, but say what the operator
-cares about ("the a100 flavor exists", "the model server answers") rather than what a plugin copied.
+cares about ("the a100 flavor exists", "the model server answers"). Three are readings (kube-object, http,
+tcp); the platform checks (drtool/plans/platform/) wait for the restored platform's own controllers to act
+on what was restored: Kueue admitting work, Deployments becoming Available, cert-manager not re-issuing,
+the garbage collector leaving restored objects alone, a training run resuming at the right step. All run
+at once (they mostly wait), each timed on the run's clock so a report can say when service was back.
 """
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import requests
 
-from drtool.plans.schema import HttpCheck, KubeObjectCheck, Plan, PlanCheck, TcpCheck
-from drtool.plans.steps import step_target
-from drtool.plugin.contract import Check
+from drtool.errors import DrtoolError
+from drtool.plans.platform import gc_stable, kueue_admits, no_reissue, training_resumes, workloads_ready
+from drtool.plans.platform.context import CheckContext, TimedCheck, Verdict, Watch
+from drtool.plans.schema import (
+    GcStableCheck,
+    HttpCheck,
+    KubeObjectCheck,
+    KueueAdmitsCheck,
+    NoReissueCheck,
+    Plan,
+    PlanCheck,
+    TcpCheck,
+    TrainingResumesCheck,
+    WorkloadsReadyCheck,
+)
+from drtool.plans.steps import why_not_run
+from drtool.plugin.manager import load_plugins
+from drtool.repo.manifest import Manifest
 
 TIMEOUT_S = 10
+Runner = Callable[[Any, CheckContext, Watch], Verdict]
 
 
-def run_checks(plan: Plan, overrides: Mapping[str, Mapping[str, Any]] | None = None) -> list[Check]:
-    """Every check of ``plan``; a check that cannot run fails with the reason (it never raises)."""
-    return [_run(check, cluster_access(plan, overrides or {})) for check in plan.checks]
+def run_checks(
+    plan: Plan,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    manifest: Manifest | None = None,
+    *,
+    clock: Callable[[], float] | None = None,
+) -> list[TimedCheck]:
+    """Every check of ``plan``, at once; a check that cannot run fails with the reason (it never raises).
+
+    ``clock`` is the run's (seconds since it started): each result's times are on it.
+    """
+    start = time.monotonic()
+    context = CheckContext(plan, overrides or {}, manifest, clock or (lambda: time.monotonic() - start))
+    if not plan.checks:
+        return []
+    with ThreadPoolExecutor(len(plan.checks), thread_name_prefix="check") as pool:
+        return list(pool.map(lambda check: _timed(check, context), plan.checks))
 
 
-def cluster_access(plan: Plan, overrides: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The target cluster for kube-object checks: the kubernetes plugin's target, else any step's kubeconfig."""
-    preferred = {**(plan.target.get("kubernetes") or {}), **(overrides.get("kubernetes") or {})}
-    if preferred.get("kubeconfig"):
-        return preferred
-    for step in plan.steps:
-        target = step_target(plan, step, overrides)
-        if target.get("kubeconfig"):
-            return target
-    return {}
+def skipped_because(check: PlanCheck, context: CheckContext) -> str | None:
+    """Why a check about one step's restore does not run: that optional step did not run (not in the backup)."""
+    step_id = check.step if isinstance(check, TrainingResumesCheck) else None
+    if step_id is None or context.manifest is None:
+        return None
+    step = context.plan.step(step_id)
+    reason = why_not_run(step, context.manifest, load_plugins())
+    return f"skipped: step {step_id} did not run ({reason})" if reason and step.optional else None
 
 
-def _run(check: PlanCheck, kube: Mapping[str, Any]) -> Check:
+def _timed(check: PlanCheck, context: CheckContext) -> TimedCheck:
+    watch = Watch(context.clock)
+    skipped = skipped_because(check, context)
+    if skipped:
+        return TimedCheck(check.id, True, skipped, watch.started_s, None, watch.started_s, {"skipped": True})
     try:
-        if isinstance(check, TcpCheck):
-            return _tcp(check)
-        if isinstance(check, HttpCheck):
-            return _http(check)
-        return _kube_object(check, kube)
+        verdict = RUNNERS[type(check)](check, context, watch)
+    except DrtoolError as exc:
+        verdict = Verdict(False, exc.one_line())
     except Exception as exc:  # a check that cannot run is a failed check, with why
-        return Check(check.id, False, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        verdict = Verdict(False, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    if verdict.ok:
+        watch.green()
+    return TimedCheck(
+        check.id, verdict.ok, verdict.detail, watch.started_s, watch.green_s if verdict.ok else None,
+        context.clock(), dict(verdict.facts),
+    )  # fmt: skip
 
 
-def _tcp(check: TcpCheck) -> Check:
+def _tcp(check: TcpCheck, _context: CheckContext, _watch: Watch) -> Verdict:
     host, _, port = check.address.rpartition(":")
     with socket.create_connection((host.strip("[]"), int(port)), timeout=TIMEOUT_S):
-        return Check(check.id, True, f"{check.address} accepts connections")
+        return Verdict(True, f"{check.address} accepts connections")
 
 
-def _http(check: HttpCheck) -> Check:
+def _http(check: HttpCheck, _context: CheckContext, _watch: Watch) -> Verdict:
     status = requests.get(check.url, timeout=TIMEOUT_S).status_code
-    return Check(check.id, status == check.status, f"GET {check.url}: {status} (want {check.status})")
+    return Verdict(status == check.status, f"GET {check.url}: {status} (want {check.status})")
 
 
-def _kube_object(check: KubeObjectCheck, kube: Mapping[str, Any]) -> Check:
+def _kube_object(check: KubeObjectCheck, context: CheckContext, _watch: Watch) -> Verdict:
     from kubernetes import config, dynamic  # slow to import; only plans with kube-object checks pay
     from kubernetes.dynamic.exceptions import NotFoundError
 
+    kube = context.cluster()
     if not kube.get("kubeconfig"):
-        return Check(check.id, False, "no kubeconfig: the plan's target has no `kubernetes.kubeconfig`")
+        return Verdict(False, "no kubeconfig: the plan's target has no `kubernetes.kubeconfig`")
     client = dynamic.DynamicClient(
         config.new_client_from_config(config_file=str(kube["kubeconfig"]), context=kube.get("context"))
     )
@@ -72,12 +115,24 @@ def _kube_object(check: KubeObjectCheck, kube: Mapping[str, Any]) -> Check:
         resource = client.resources.get(api_version=check.api_version, kind=check.kind)
         obj = resource.get(name=check.name, namespace=check.namespace).to_dict()
     except NotFoundError:
-        return Check(check.id, False, f"{what} not found")
+        return Verdict(False, f"{what} not found")
     if check.field is None:
-        return Check(check.id, True, f"{what} exists")
+        return Verdict(True, f"{what} exists")
     value: Any = obj
     for part in check.field.split("."):
         value = value.get(part) if isinstance(value, dict) else None
     if check.equals is None:
-        return Check(check.id, value is not None, f"{what} {check.field} = {value!r}")
-    return Check(check.id, value == check.equals, f"{what} {check.field} = {value!r} (want {check.equals!r})")
+        return Verdict(value is not None, f"{what} {check.field} = {value!r}")
+    return Verdict(value == check.equals, f"{what} {check.field} = {value!r} (want {check.equals!r})")
+
+
+RUNNERS: dict[type, Runner] = {
+    TcpCheck: _tcp,
+    HttpCheck: _http,
+    KubeObjectCheck: _kube_object,
+    KueueAdmitsCheck: kueue_admits.run,
+    WorkloadsReadyCheck: workloads_ready.run,
+    NoReissueCheck: no_reissue.run,
+    GcStableCheck: gc_stable.run,
+    TrainingResumesCheck: training_resumes.run,
+}

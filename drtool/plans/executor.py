@@ -169,7 +169,7 @@ class Executor:
             if result.status == st.BLOCKED:
                 result.status = st.SKIPPED
         if self.run.ok and plan.checks:
-            self.run.checks = run_checks(plan, self.overrides)
+            self.run.checks = run_checks(plan, self.overrides, self.manifest, clock=self.now)
             for check in self.run.checks:
                 self.echo(f"{'ok' if check.ok else 'FAILED':8} check {check.name}: {check.detail}")
         self.run.seconds = self.now()

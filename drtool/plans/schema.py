@@ -196,6 +196,12 @@ class KubeObjectCheck(_Strict):
     field: str | None = None  # dotted path, e.g. spec.resourceGroups
     equals: Any = None
 
+    def summary(self) -> str:
+        what = f"{self.kind} {self.namespace + '/' if self.namespace else ''}{self.name} exists"
+        if self.field is None:
+            return what
+        return f"{what}, {self.field} " + (f"= {self.equals!r}" if self.equals is not None else "set")
+
 
 class HttpCheck(_Strict):
     type: Literal["http"]
@@ -214,14 +220,112 @@ class HttpCheck(_Strict):
             raise ValueError(f"the check's URL carries {what}: checks are unauthenticated reads of a health endpoint")
         return value
 
+    def summary(self) -> str:
+        return f"GET {self.url} answers {self.status}"
+
 
 class TcpCheck(_Strict):
     type: Literal["tcp"]
     id: str
     address: str  # host:port
 
+    def summary(self) -> str:
+        return f"{self.address} accepts connections"
 
-PlanCheck = Annotated[KubeObjectCheck | HttpCheck | TcpCheck, Field(discriminator="type")]
+
+# --- platform checks (drtool/plans/platform/, docs/plans.md "Platform checks"): recovery judged by what the
+# restored platform does, each waiting for its controllers up to ``timeout``
+
+NamespaceList = Annotated[list[str], BeforeValidator(lambda v: v if v is not None else [])]
+
+
+class KueueAdmitsCheck(_Strict):
+    """A small suspended Job submitted to a restored LocalQueue is admitted onto ``flavor`` (and runs)."""
+
+    type: Literal["kueue-admits"]
+    id: str
+    namespace: str
+    queue: str  # the LocalQueue
+    flavor: str | None = None  # the ResourceFlavor expected for ``resource``; None: any
+    resource: str = "nvidia.com/gpu"  # whose flavor assignment is compared
+    requests: dict[str, str] = Field(default_factory=lambda: {"cpu": "100m", "memory": "64Mi", "nvidia.com/gpu": "1"})
+    running: bool = True  # also wait for the probe's pod to run on a node: the first queued workload served
+    timeout: Duration = dt.timedelta(minutes=2)
+
+    def summary(self) -> str:
+        onto = f" onto flavor {self.flavor}" if self.flavor else ""
+        runs = " and its pod runs" if self.running else ""
+        return f"a probe Job on LocalQueue {self.namespace}/{self.queue} is admitted by Kueue{onto}{runs}"
+
+
+class WorkloadsReadyCheck(_Strict):
+    """Restored Deployments and StatefulSets are Available, with their pods Running on Ready nodes."""
+
+    type: Literal["workloads-ready"]
+    id: str
+    namespaces: NamespaceList = Field(default_factory=list)  # empty: every namespace
+    restored_only: bool = Field(default=True, alias="restored-only")  # only objects drtool's restore wrote
+    timeout: Duration = dt.timedelta(minutes=5)
+
+    def summary(self) -> str:
+        where = f" in {', '.join(self.namespaces)}" if self.namespaces else ""
+        which = "restored " if self.restored_only else ""
+        return f"{which}Deployments and StatefulSets{where} serve, their pods Running on Ready nodes"
+
+
+class NoReissueCheck(_Strict):
+    """Certificates are Ready and cert-manager re-issues none of them after the restore."""
+
+    type: Literal["no-reissue"]
+    id: str
+    namespaces: NamespaceList = Field(default_factory=list)
+    window: Duration = dt.timedelta(seconds=30)  # watched for new CertificateRequests after the restore
+    timeout: Duration = dt.timedelta(minutes=2)  # for every Certificate to be Ready
+
+    def summary(self) -> str:
+        return f"Certificates Ready, none re-issued by cert-manager within {format_duration(self.window)}"
+
+
+class GcStableCheck(_Strict):
+    """The garbage collector has run for ``window`` and every restored object (and its dependents) is there."""
+
+    type: Literal["gc-stable"]
+    id: str
+    namespaces: NamespaceList = Field(default_factory=list)
+    window: Duration = dt.timedelta(seconds=30)  # after the collector proved it runs by collecting a probe
+    timeout: Duration = dt.timedelta(minutes=1)  # for that probe to be collected
+
+    def summary(self) -> str:
+        return f"restored objects and their dependents survive {format_duration(self.window)} of garbage collection"
+
+
+class TrainingResumesCheck(_Strict):
+    """A restored training run resumes from its last complete checkpoint, bit for bit (docs/plans.md)."""
+
+    type: Literal["training-resumes"]
+    id: str
+    step: str  # the plan step that restored the checkpoints: its target holds them, its backup knows them
+    folder: str = Field(min_length=1)  # the run's folder in that target (holding step-N checkpoints)
+    command: list[str] = Field(min_length=1)  # the trainer; `python` is the interpreter drtool runs under
+    steps: int = Field(default=5, ge=1, le=10_000)  # steps the resumed run trains, compared with a reference
+    timeout: Duration = dt.timedelta(minutes=5)
+
+    def summary(self) -> str:
+        return f"training in {self.folder} (restored by step {self.step}) resumes from its last complete checkpoint"
+
+
+PLATFORM_CHECKS = (KueueAdmitsCheck, WorkloadsReadyCheck, NoReissueCheck, GcStableCheck, TrainingResumesCheck)
+PlanCheck = Annotated[
+    KubeObjectCheck
+    | HttpCheck
+    | TcpCheck
+    | KueueAdmitsCheck
+    | WorkloadsReadyCheck
+    | NoReissueCheck
+    | GcStableCheck
+    | TrainingResumesCheck,
+    Field(discriminator="type"),
+]
 
 
 class Waiver(_Strict):
@@ -288,6 +392,14 @@ class Plan(_Strict):
             if step.id in seen:
                 raise ValueError(f"step id {step.id!r} appears twice")
             seen.add(step.id)
+        return self
+
+    @model_validator(mode="after")
+    def _checks_name_their_steps(self) -> Plan:
+        ids = {s.id for s in self.steps}
+        for check in self.checks:
+            if isinstance(check, TrainingResumesCheck) and check.step not in ids:
+                raise ValueError(f"check {check.id!r} names step {check.step!r}, which the plan does not have")
         return self
 
     def step(self, step_id: str) -> Step:

@@ -94,6 +94,19 @@ def _run(report: Mapping[str, Any], run: Mapping[str, Any]) -> list[str]:
         f"{_text(run.get('started'))} to {_text(run.get('finished'))}",
         "",
     ]
+    service = view.service_rows(run)
+    if service:
+        rows = [(r["name"], r["at"], r["means"]) for r in service]
+        lines += _table(["from the source down to", "at", "meaning"], rows)
+    training = view.training_rows(run)
+    if training:
+        lines += ["## Training recovery point", ""]
+        lines += _table(
+            ["run", "resumed from", "torn, not used", "steps lost", "training time lost", "checkpoint written"],
+            [(t["folder"], f"step {t['recovery_step']}", ", ".join(map(str, t["torn_steps"])) or "none",
+              f"at least {t['steps_lost_at_least']}", t["wall_time_lost"], t["checkpoint_written_at"])
+             for t in training],
+        )  # fmt: skip
     lines += ["## Steps", ""]
     steps = view.step_rows(run)
     lines += _table(
@@ -118,10 +131,11 @@ def _run(report: Mapping[str, Any], run: Mapping[str, Any]) -> list[str]:
     checks = report.get("checks") or []
     if checks:
         lines += ["## Checks", ""]
-        lines += _table(
-            ["step", "check", "result", "detail"],
-            [(c.get("step"), c.get("name"), "✅" if c.get("ok") else "❌", c.get("detail")) for c in checks],
-        )
+        rows = [
+            (c["step"], c["name"], "✅" if c["ok"] else "❌", c["green_at"], c["detail"])
+            for c in view.check_rows(report)
+        ]
+        lines += _table(["step", "check", "result", "green at", "detail"], rows)
     return lines
 
 

@@ -39,14 +39,25 @@ def to_html(report: Mapping[str, Any]) -> str:
         run=run,
         steps=view.step_rows(run),
         objectives=view.objective_rows(run),
-        checks=report.get("checks") or [],
+        checks=view.check_rows(report),
         independence=independence,
         facts=sorted((domain.get("facts") or {}).items()),
         evidence=domain.get("evidence") or {},
-        timeline_svg=Markup(svg.timeline_svg(run.get("steps") or [])) if run else "",
+        timeline_svg=Markup(timeline(report)) if run else "",
+        service=view.service_rows(run),
+        training=view.training_rows(run),
         objectives_svg=Markup(svg.objectives_svg(view.objective_rows(run))) if run else "",
         dag_svg=Markup(svg.dag_svg(nodes)) if nodes else "",
     )
+
+
+def timeline(report: Mapping[str, Any]) -> str:
+    """The steps, the plan's timed checks, and the two recovery times as lines (docs/reports.md)."""
+    run = report.get("run") or {}
+    rto = run.get("rto") or {}
+    checks = [c for c in report.get("checks") or [] if c.get("step") == "plan" and "started_s" in c]
+    marks = {"restore steps done": rto.get("restored_s"), "in service": rto.get("service_s")}
+    return svg.timeline_svg(run.get("steps") or [], checks=checks, marks=marks)
 
 
 def write_report(report: Mapping[str, Any], out_dir: Path, basename: str) -> dict[str, Path]:

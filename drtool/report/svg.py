@@ -8,7 +8,7 @@ a person learns them once and the browser test can look for them.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any
 
@@ -29,6 +29,7 @@ COLOURS = {
     "independent": "#2e7d32",
 }
 INK, GRID, PAPER = "#212121", "#e0e0e0", "#ffffff"
+MARK_COLOURS = ("#455a64", "#1565c0")  # the timeline's vertical lines: restore steps done, time to service
 FONT = 'font-family="Helvetica, Arial, sans-serif" font-size="13"'
 
 
@@ -48,34 +49,78 @@ def _ticks(total: float, count: int = 6) -> list[float]:
     return [i * step for i in range(int(total / step) + 2)]
 
 
-def timeline_svg(steps: Sequence[Mapping[str, Any]], width: int = 1100) -> str:
-    """A Gantt chart: one row per step, a bar from ``started_s`` to ``finished_s`` coloured by ``status``."""
-    label_w, row_h, top = 220, 30, 34
-    times = [float(s.get("finished_s") or 0) for s in steps] + [float(s.get("started_s") or 0) for s in steps]
+def timeline_svg(
+    steps: Sequence[Mapping[str, Any]],
+    width: int = 1100,
+    checks: Sequence[Mapping[str, Any]] = (),
+    marks: Mapping[str, float | None] | None = None,
+) -> str:
+    """A Gantt chart: one row per step, a bar from ``started_s`` to ``finished_s`` coloured by ``status``;
+    then one thinner row per plan check (``name``, ``ok``, ``started_s``, ``green_s``, ``finished_s``) with a
+    tick where it turned green; and ``marks`` (label -> seconds, e.g. restore steps done, time to service)
+    as vertical lines behind the bars."""
+    label_w, row_h, top = 220, 30, 50
+    marks = {k: v for k, v in (marks or {}).items() if v is not None}
+    rows = [*steps, *checks]
+    times = [float(r.get(k) or 0) for r in rows for k in ("started_s", "finished_s")] + list(marks.values())
     ticks = _ticks(max(times, default=0.0))
     span = ticks[-1] or 1.0
     plot_w = width - label_w - 20
-    height = top + row_h * max(len(steps), 1) + 16
+    height = top + row_h * max(len(rows), 1) + 22
+
+    def x_of(seconds: float) -> float:
+        return label_w + plot_w * seconds / span
+
     body: list[str] = []
     for t in ticks:
-        x = label_w + plot_w * t / span
+        x = x_of(t)
         body.append(f'<line x1="{x:.1f}" y1="{top - 6}" x2="{x:.1f}" y2="{height - 10}" stroke="{GRID}"/>')
         body.append(f'<text x="{x:.1f}" y="{top - 12}" text-anchor="middle" fill="{INK}">{format_duration(t)}</text>')
+    label_ys = (top - 28, height - 1)  # the first mark is named above the axis, the next below the rows
+    for i, (label, seconds) in enumerate(marks.items()):
+        x, colour = x_of(seconds), MARK_COLOURS[i % len(MARK_COLOURS)]
+        text = f"{escape(label)} {format_duration(seconds)}"
+        body.append(
+            f'<line class="mark" x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{height - 10}" stroke="{colour}" '
+            f'stroke-width="2" stroke-dasharray="6 3"><title>{text}</title></line>'
+        )
+        end = x > width - 200  # near the right edge: the label ends at the line
+        body.append(
+            f'<text x="{x - 4 if end else x + 4:.1f}" y="{label_ys[i % 2]}" text-anchor="{"end" if end else "start"}" '
+            f'fill="{colour}" font-weight="bold">{text}</text>'
+        )
     for i, step in enumerate(steps):
+        body += _bar(top + i * row_h, row_h, x_of, step, str(step.get("id")), str(step.get("status") or "skipped"))
+    for i, check in enumerate(checks, start=len(steps)):
+        status = "skipped" if (check.get("facts") or {}).get("skipped") else "ok" if check.get("ok") else "failed"
         y = top + i * row_h
-        status = str(step.get("status") or "skipped")
-        start = float(step.get("started_s") or 0)
-        end = max(float(step.get("finished_s") or start), start)
-        x, w = label_w + plot_w * start / span, max(plot_w * (end - start) / span, 6.0)
-        title = f"{step.get('id')}: {status}, {format_duration(end - start)}"
-        body.append(
-            f'<text x="{label_w - 10}" y="{y + 19}" text-anchor="end" fill="{INK}">{escape(str(step.get("id")))}</text>'
-        )
-        body.append(
-            f'<rect class="bar status-{escape(status)}" x="{x:.1f}" y="{y + 5}" width="{w:.1f}" height="{row_h - 10}" '
-            f'rx="3" fill="{COLOURS.get(status, COLOURS["skipped"])}"><title>{escape(title)}</title></rect>'
-        )
-    return _svg(width, height, body, "timeline of the rehearsal's steps", "timeline")
+        body += _bar(y, row_h, x_of, check, f"check {check.get('name')}", status, inset=4)
+        if check.get("green_s") is not None:
+            x = x_of(float(check["green_s"]))
+            body.append(f'<line class="green" x1="{x:.1f}" y1="{y + 4}" x2="{x:.1f}" y2="{y + row_h - 4}" '
+                        f'stroke="{INK}" stroke-width="2"/>')  # fmt: skip
+    return _svg(width, height, body, "timeline of the rehearsal's steps and checks", "timeline")
+
+
+def _bar(
+    y: float,
+    row_h: int,
+    x_of: Callable[[float], float],
+    row: Mapping[str, Any],
+    label: str,
+    status: str,
+    inset: int = 0,
+) -> list[str]:
+    start = float(row.get("started_s") or 0)
+    end = max(float(row.get("finished_s") or start), start)
+    x, w = x_of(start), max(x_of(end) - x_of(start), 6.0)
+    title = f"{label}: {status}, {format_duration(end - start)}"
+    return [
+        f'<text x="{x_of(0) - 10}" y="{y + 19}" text-anchor="end" fill="{INK}">{escape(label)}</text>',
+        f'<rect class="bar status-{escape(status)}" x="{x:.1f}" y="{y + 5 + inset}" width="{w:.1f}" '
+        f'height="{row_h - 10 - 2 * inset}" rx="3" fill="{COLOURS.get(status, COLOURS["skipped"])}">'
+        f"<title>{escape(title)}</title></rect>",
+    ]
 
 
 def objectives_svg(rows: Sequence[Mapping[str, Any]], width: int = 1100) -> str:

@@ -52,6 +52,28 @@ def _measure(measured: Any, objective: Any, met: Any) -> dict[str, Any]:
     }
 
 
+def service_rows(run: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The recovery's milestones, in order: restore steps done, first workload running, in service, confirmed."""
+    rto = run.get("rto") or {}
+    named = (
+        ("restore steps done", "restored_s", "the last step ended"),
+        ("first queued workload running", "first_workload_s", "admitted by Kueue, its pod on a node"),
+        ("time to service (RTO)", "service_s", "every check green"),
+        ("checks confirmed", "confirmed_s", "the checks' watch windows closed"),
+    )
+    return [{"name": n, "at": seconds(rto[k]), "means": m} for n, k, m in named if rto.get(k) is not None]
+
+
+def check_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The checks, each with ``green_at``: when a plan check first held, from the run's start."""
+    return [{**c, "green_at": seconds(c["green_s"]) if c.get("green_s") is not None else ""}
+            for c in report.get("checks") or []]  # fmt: skip
+
+
+def training_rows(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{**t, "wall_time_lost": seconds(t.get("wall_time_lost_s"))} for t in run.get("training") or []]
+
+
 def step_rows(run: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for step in run.get("steps") or []:

@@ -30,6 +30,8 @@ CONTAINER_ARCHIVE = re.compile(
 DCP_METADATA = ".metadata"
 ST_INDEX = ".safetensors.index.json"
 MAX_HEADER = 100 << 20  # safetensors' own limit on header size
+# Hugging Face's sharded file names: the index naming every shard is written after the last of them
+SHARD_NAME = re.compile(r"-(\d{5})-of-(\d{5})\.safetensors$")
 _STEP = re.compile(r"(\d+)$")
 _DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2, "U16": 2}
 _DTYPE_BYTES |= {"F8_E4M3": 1, "F8_E5M2": 1, "I8": 1, "U8": 1, "BOOL": 1}
@@ -205,6 +207,10 @@ def _check_safetensors(loc: Location, ck: Checkpoint, names: dict[str, ObjectSta
                 raise IntegrityError(f"tensor {tensor} is not in {filename} as {index_name} says")
     if not shards:
         raise IntegrityError("an index but no .safetensors files")
+    sharded = next((m for m in map(SHARD_NAME.search, shards) if m), None)
+    if sharded and not indexes:
+        of = int(sharded.group(2))
+        raise IntegrityError(f"{len(shards)} of {of} shards and no index: the sharded save has not finished")
 
 
 def _check_archive(loc: Location, obj: ObjectStat, max_members: int = 100_000) -> None:

@@ -1,9 +1,16 @@
-"""LabSupport: real checkpoints of every kind in the lab's MinIO, and an empty bucket to restore into."""
+"""LabSupport: real checkpoints of every kind in the lab's MinIO, and an empty bucket to restore into.
+
+Besides the sample checkpoints, the seed runs the lab trainer (``drtool.lab.training``) in the same
+location until it is killed while saving: run ``mlp`` holds complete checkpoints at steps 10 and 20 and a
+torn one at step 30, what the ``training-resumes`` plan check resumes from after a restore.
+"""
 
 from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Any
+
+from drtool.lab import training
 
 from . import samples
 from .location import s3_client
@@ -54,6 +61,7 @@ class CheckpointsLab:
         minio = _minio(lab)
         minio.create_bucket(SOURCE_BUCKET)
         seed_bucket(s3_client(None, lab.name), SOURCE_BUCKET, "runs", scale)
+        training.torn_run(lab, {"url": f"s3://{SOURCE_BUCKET}/runs", "lab": lab.name})
         return {"sources": [{"name": "training", "url": f"s3://{SOURCE_BUCKET}/runs", "lab": lab.name}]}
 
     def target(self, lab: Lab) -> dict[str, Any]:
