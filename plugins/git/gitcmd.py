@@ -8,8 +8,14 @@ why ``check_url`` refuses URLs with a password in them.
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from urllib.parse import urlsplit
+
+# gitpython refuses to import on a machine without git unless told to stay quiet; drtool must still start there
+# (every other plugin works, and `drtool demo` leaves this one out with the reason): a git command then fails
+# with GitCommandNotFound, said below as "git is not installed"
+os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
 
 from git.cmd import Git
 from git.exc import GitCommandError, GitCommandNotFound
