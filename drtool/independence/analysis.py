@@ -176,15 +176,16 @@ def analyze(
     *,
     today: dt.date | None = None,
     resolve: bool = True,
+    left_out: Mapping[str, str] | None = None,
 ) -> IndependenceReport:
     """Judge every dependency of ``plan`` restoring the backup of ``manifest``; ``targets`` maps step id ->
-    target mapping (default: the plan's, ``step_target``)."""
+    target mapping (default: the plan's, ``step_target``). Steps of ``left_out`` plugins are not analysed."""
     domain = FailureDomain.from_manifest(manifest)
     plugins = load_plugins()
     steps: list[dict[str, Any]] = []
     work: list[tuple[str, Plugin, Mapping[str, Any]]] = []
     for step in plan.steps:
-        note = why_not_run(step, manifest, plugins)
+        note = why_not_run(step, manifest, plugins, left_out)
         analysed = {"id": step.id, "uses": step.uses, "needs": step.needs, "analysed": note is None}
         steps.append({**analysed, "note": f"skipped: {note}" if note else ""})
         if note is None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from drtool.errors import DrtoolError, NotFound, UsageError
-from drtool.plans.checks import run_checks
+from drtool.plans.checks import checks_left_out, run_checks
 from drtool.plans.dag import waves
 from drtool.plans.loader import LoadedPlan
 from drtool.plans.schema import Plan, Step, format_duration
@@ -97,6 +97,8 @@ class RunResult:
     steps: dict[str, StepResult] = dataclasses.field(default_factory=dict)
     checks: list[Check] = dataclasses.field(default_factory=list)  # the plan's own, after every step
     resumed_from: str = ""
+    left_out: dict[str, str] = dataclasses.field(default_factory=dict)  # plugin -> why the caller left it out
+    checks_left_out: dict[str, str] = dataclasses.field(default_factory=dict)  # check id -> why it did not run
 
     @property
     def ok(self) -> bool:
@@ -207,6 +209,7 @@ class Executor:
         watcher: StepWatcher | None = None,
         echo: Echo = lambda _line: None,
         progress: Progress | None = None,
+        left_out: Mapping[str, str] | None = None,  # plugin -> why: its steps are skipped, never failed
     ) -> None:
         self.plan = ensure_valid(loaded)
         self.repo = repo
@@ -217,6 +220,7 @@ class Executor:
         self.echo = echo
         self.progress = progress
         self.run = RunResult(new_run_id(), self.plan, manifest.id, utc_now(), resumed_from=resumed_from)
+        self.run.left_out = dict(left_out or {})
         self.run.steps = {s.id: StepResult(s.id, s.uses, list(s.needs)) for s in self.plan.steps}
         self.recorder = _recorder(catalog, self.run, loaded, kind, str(values_path or ""), repo.config.store_id)
         self._t0 = time.monotonic()
@@ -269,9 +273,13 @@ class Executor:
             if result.status == "blocked":
                 result.status = "skipped"
         if self.run.ok and plan.checks:
-            self.run.checks = run_checks(plan, self.overrides)
+            self.run.checks_left_out = checks_left_out(plan, self.run.left_out)
+            kept = [c for c in plan.checks if c.id not in self.run.checks_left_out]
+            self.run.checks = run_checks(plan.model_copy(update={"checks": kept}), self.overrides)
             for check in self.run.checks:
                 self.echo(f"{'ok' if check.ok else 'FAILED':8} check {check.name}: {check.detail}")
+            for check_id, why in self.run.checks_left_out.items():
+                self.echo(f"{'skipped':8} check {check_id}: {why}")
         self.run.seconds = self.now()
         self.run.finished = utc_now()
         if self.recorder is not None:
@@ -285,7 +293,7 @@ class Executor:
             result.status, result.summary = "ok", f"done in run {result.done_in}"
         else:
             try:
-                reason = skip_reason(step, self.manifest, installed)
+                reason = skip_reason(step, self.manifest, installed, self.run.left_out)
             except NotFound as exc:
                 result.status, result.error = "failed", exc.one_line()
             else:

@@ -38,6 +38,7 @@ def to_html(report: Mapping[str, Any]) -> str:
         colours=svg.COLOURS,
         run=run,
         steps=view.step_rows(run),
+        left_out=view.left_out_rows(run),
         objectives=view.objective_rows(run),
         checks=report.get("checks") or [],
         independence=independence,
