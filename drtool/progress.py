@@ -70,9 +70,7 @@ class RichProgress:
 
         self._progress = Progress(
             TextColumn("{task.description}"),
-            BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
+            *(_not_for_stages(c) for c in (BarColumn(), DownloadColumn(), TransferSpeedColumn())),
             TimeElapsedColumn(),
             console=Console(stderr=True),
             transient=True,
@@ -102,13 +100,27 @@ class RichProgress:
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
-        """A line without a bar for the stage, its time running, removed when the stage ends."""
+        """A line without a bar for the stage, its time running, hidden when the stage ends (not removed: a
+        task's id is its place in the list, which ``done`` relies on)."""
         with self._lock:
-            task_id = self._progress.add_task(name, total=None)
+            task_id = self._progress.add_task(name, total=None, stage=True)
         try:
             yield
         finally:
-            self._progress.remove_task(task_id)
+            self._progress.update(task_id, visible=False)
+
+
+def _not_for_stages(column: Any) -> Any:
+    """``column`` for tasks, blank on a stage's line (a stage has no size: only its name and time)."""
+    from rich.progress import ProgressColumn
+    from rich.progress import Task as RichTask
+    from rich.text import Text
+
+    class Column(ProgressColumn):
+        def render(self, task: RichTask) -> Any:
+            return Text("") if task.fields.get("stage") else column.render(task)
+
+    return Column()
 
 
 class _LineTask:

@@ -7,8 +7,9 @@ verdict with every plugin that has lab support: two rehearsals, the DNS cut-over
 To stay fast the new environment reuses this test run's installed dependencies (one ``.pth`` line naming
 their site-packages, whose own ``.pth`` files, this checkout's editable install among them, are not read)
 instead of downloading them again; drtool itself is installed from the clone (``pip install --no-deps
--e``), and the test checks that it runs from there. The Go-built servers come from the per-user cache
-(``~/.cache/drtool``), as on any machine after its first run. About 5 minutes on a busy 2-core machine.
+-e``, its build backend from pip's cache), and the test checks that it runs from there. The Go-built
+servers come from the per-user cache (``~/.cache/drtool``), as on any machine after its first run. About
+5 minutes on a busy 2-core machine.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def _venv(folder: Path, clone: Path) -> Path:
     site = next(folder.glob("lib/python*/site-packages"))
     (site / "test-run-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     python = folder / "bin" / "python"
-    install = [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(clone)]
+    install = [str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(clone)]
     subprocess.run(install, check=True, timeout=600, env=_env(folder))
     where = subprocess.run(
         [str(python), "-c", "import drtool, drtool_plugins; print(drtool.__file__, drtool_plugins.__file__)"],
