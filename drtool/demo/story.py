@@ -142,6 +142,8 @@ def _labs_root(root: Path) -> Iterator[None]:
 
 
 class _Story:
+    """The phases of one demo, each timed into ``report.phases`` and shown as a stage of ``progress``."""
+
     def __init__(self, report: DemoReport, echo: Echo, progress: Stages) -> None:
         self.report, self.echo, self.progress = report, echo, progress
 
