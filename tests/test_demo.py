@@ -11,11 +11,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from drtool.demo.followup import CUTOVER_VARIABLE, follow_up
 from drtool.lab.doctor import Finding, with_requirements
-from drtool.lab.obtain import unavailable_kinds
+from drtool.lab.obtain import debian_install_impossible, unavailable_kinds
 from drtool.lab.provision import Provision
 from drtool.plans.loader import load_plan, read_values
 from drtool.progress import LineProgress
@@ -46,6 +47,7 @@ def test_no_install_refuses_before_anything_starts_and_names_the_command(cli: Cl
     assert not workdir.exists()
 
 
+@pytest.mark.skipif(debian_install_impossible() is not None, reason="the demo installs packages as root on Debian only")
 def test_what_cannot_be_had_is_left_out_and_the_rehearsal_skips_it_with_the_reason(cli: Cli, tmp_path: Path) -> None:
     """git and iproute2 are off PATH: the demo says it installs them, the (fake) apt-get does not, so git is
     left out; the plan's required cluster-objects step and its checks are skipped with their reasons."""
