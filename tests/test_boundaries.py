@@ -78,7 +78,7 @@ def test_no_import_loop_in_repo() -> None:
 LAB_SIDE = (
     "drtool/lab/",
     "drtool/rehearsal/",
-    "drtool/demo.py",
+    "drtool/demo/",
     "drtool/cli/lab_cmds.py",
     "drtool/cli/rehearse_cmd.py",
 )

@@ -24,8 +24,16 @@ from drtool_plugins.kubernetes import KubernetesPlugin
 
 from drtool.backends.local import LocalBackend
 from drtool.crypto.slots import KeySlot
-from drtool.independence.analysis import IndependenceReport, _judge_resolved, analyze, resolve_names
-from drtool.independence.domain import Address, FailureDomain
+from drtool.independence.analysis import (
+    Finding,
+    IndependenceReport,
+    _judge_resolved,
+    _remediate_repointed_names,
+    analyze,
+    resolve_names,
+)
+from drtool.independence.domain import Address, DomainMatch, FailureDomain
+from drtool.independence.remedies import CUTOVER_PURPOSE, Remedy
 from drtool.lab.kube_seed import KubeClient, wait_established
 from drtool.lab.process import free_port
 from drtool.plans.schema import Plan
@@ -519,3 +527,31 @@ def test_step_whose_plugin_is_not_in_the_backup_is_noted_not_judged(backed: Back
     assert steps["cluster"]["analysed"] and not steps["members"]["analysed"]
     assert "not in backup" in steps["members"]["note"] and steps["members"]["needs"] == ["cluster"]
     assert all(f.steps == ["cluster"] for f in result.findings if f.needed)
+
+
+def test_a_served_name_is_remediated_once_cutover_repoints_every_record_of_it() -> None:
+    """An SRV record naming an Ingress host of the old cluster leads to the new one when the plan's cutover
+    re-points that host's records; while one of them still points at an old load balancer, it does not."""
+
+    def record(name: str, status: str) -> Finding:
+        remedy = Remedy("dns", "cutover re-points the record") if status == "remediated" else None
+        purpose = f"{CUTOVER_PURPOSE}{name}. A 203.0.113.10 points at the old cluster's load balancer"
+        return Finding("reference", "203.0.113.10", purpose, "zone", status=status, remedy=remedy)
+
+    def served(host: str) -> Finding:
+        match = DomainMatch("ingress_hosts", host, "same host as")
+        return Finding("reference", f"{host}:443", "address carried by restored state", "SRV", "inside", match=match)
+
+    findings = [
+        record("asr.ml.example.com", "remediated"),
+        record("dash.ml.example.com", "remediated"),
+        record("dash.ml.example.com", "inside"),  # a second record of that name, not re-pointed
+        served("asr.ml.example.com"),
+        served("dash.ml.example.com"),
+    ]
+    _remediate_repointed_names(findings)
+    asr, dash = findings[3:]
+    assert asr.status == "remediated" and asr.remedy == Remedy(
+        "dns", "cutover re-points every record of asr.ml.example.com to the new cluster"
+    )
+    assert dash.status == "inside" and dash.remedy is None

@@ -109,6 +109,26 @@ def test_a_failed_step_stops_its_dependents_and_resume_completes(
     assert steps["two"]["attempts"] == 1
 
 
+def test_a_left_out_plugin_skips_its_steps_even_required_ones_and_the_checks_that_read_them(
+    lab_store: tuple[Repository, str], restored: Path
+) -> None:
+    """What a caller left out on purpose (the demo without a plugin's lab) is skipped with its reason; without
+    ``left_out`` the same required step fails, its plugin being absent from the backup."""
+    repo, backup_id = lab_store
+    body = etcd_step("one", restored) + "  - id: objects\n    uses: kubernetes\n  - id: repos\n    uses: git\n"
+    checks = "checks:\n  - {type: kube-object, id: ns, apiVersion: v1, kind: Namespace, name: team-nlp}\n"
+    plan = plan_file(restored, body + checks)
+    left_out = {"kubernetes": "kube-apiserver: no Go here", "git": "git: git is not installed"}
+    run = Executor(load_plan(plan), repo, repo.get_manifest(backup_id), left_out=left_out).execute()
+    assert run.ok and run.steps["one"].status == "ok"
+    assert run.steps["objects"].status == run.steps["repos"].status == "skipped"
+    assert run.steps["objects"].summary == "skipped: plugin left out: kube-apiserver: no Go here"
+    assert run.checks == [] and "left out: kube-apiserver: no Go here" in run.checks_left_out["ns"]
+    without = Executor(load_plan(plan_file(restored, etcd_step("two", restored) + "  - id: repos\n    uses: git\n")),
+                       repo, repo.get_manifest(backup_id)).execute()  # fmt: skip
+    assert without.steps["repos"].status == "failed" and "plugin not in backup" in without.steps["repos"].error
+
+
 def test_timeouts_and_retries(lab_store: tuple[Repository, str], kube_target: KubeLab, tmp_path: Path) -> None:
     repo, backup_id = lab_store
     body = (

@@ -93,7 +93,10 @@ def rehearse(
 
 
 def print_rehearsal(report: dict) -> None:  # type: ignore[type-arg]
-    from drtool.report.view import approval_note  # jinja2 loads with drtool.report: only rehearsals pay
+    from drtool.report.view import (  # jinja2 loads with drtool.report: only commands that print pay
+        approval_note,
+        left_out_rows,
+    )
 
     run = report["run"]
     table = Table("step", "plugin", "status", "start s", "seconds", "detail", title=f"rehearsal {run['id']}")
@@ -112,6 +115,8 @@ def print_rehearsal(report: dict) -> None:  # type: ignore[type-arg]
     console.print(f"{len(report['checks']) - len(failed)} of {len(report['checks'])} checks passed", highlight=False)
     for c in failed:
         console.print(f"  [red]FAILED[/] {c['step']}: {c['name']} — {c['detail']}", highlight=False)
+    for what, name, why in left_out_rows(run):
+        console.print(f"  [yellow]left out[/] {what} {name}: {why}", highlight=False)
     rto, rpo = run["rto"], run["rpo"]
     failed_steps = [s["id"] for s in run["steps"] if s["status"] in ("failed", "refused")]
     rto_text = f"not recovered (failed: {', '.join(failed_steps)})" if failed_steps else _versus(rto)

@@ -33,7 +33,7 @@ from drtool.independence.domain import Address, DomainMatch, FailureDomain, pars
 from drtool.independence.finder import ClusterNames, Scan, ServiceKey, find_references
 from drtool.independence.hints import fix_hint
 from drtool.independence.marks import BLOCKS_RESTORE, PROVISIONER
-from drtool.independence.remedies import CUTOVER_PURPOSE, IMAGE_REGISTRY, Remedies, Remedy
+from drtool.independence.remedies import CUTOVER_PURPOSE, IMAGE_REGISTRY, Remedies, Remedy, cutover_record_name
 from drtool.plans.schema import Plan, Waiver
 from drtool.plans.steps import step_target, why_not_run
 from drtool.plugin.contract import Plugin
@@ -176,15 +176,16 @@ def analyze(
     *,
     today: dt.date | None = None,
     resolve: bool = True,
+    left_out: Mapping[str, str] | None = None,
 ) -> IndependenceReport:
     """Judge every dependency of ``plan`` restoring the backup of ``manifest``; ``targets`` maps step id ->
-    target mapping (default: the plan's, ``step_target``)."""
+    target mapping (default: the plan's, ``step_target``). Steps of ``left_out`` plugins are not analysed."""
     domain = FailureDomain.from_manifest(manifest)
     plugins = load_plugins()
     steps: list[dict[str, Any]] = []
     work: list[tuple[str, Plugin, Mapping[str, Any]]] = []
     for step in plan.steps:
-        note = why_not_run(step, manifest, plugins)
+        note = why_not_run(step, manifest, plugins, left_out)
         analysed = {"id": step.id, "uses": step.uses, "needs": step.needs, "analysed": note is None}
         steps.append({**analysed, "note": f"skipped: {note}" if note else ""})
         if note is None:
@@ -208,6 +209,7 @@ def analyze(
     remedies = Remedies(plan, {w[0]: w[2] for w in work}, scan.backup.services, [w[0] for w in work])
     for f in judged:
         _remediate(f, remedies)
+    _remediate_repointed_names(judged)
     waivers = _apply_waivers(judged, plan.waivers, today or dt.date.today())
     for f in judged:
         f.hint = fix_hint(f.kind, f.address, f.purpose, f.status)
@@ -269,6 +271,28 @@ def _remediate(f: Finding, remedies: Remedies) -> None:
         f.detail = f"{f.detail}; remediated by step {f.remedy.step}: {f.remedy.how}"
     elif note:
         f.detail = f"{f.detail}; {note}"
+
+
+def _remediate_repointed_names(findings: list[Finding]) -> None:
+    """A host the old cluster served (in ``ingress_hosts``) is remediated when the plan's cutover re-points
+    every record of that name that pointed at an old load balancer: the name then leads to the new cluster."""
+    repointed: dict[str, Remedy] = {}
+    still_old: set[str] = set()
+    for f in findings:
+        if f.purpose.startswith(CUTOVER_PURPOSE):
+            name = cutover_record_name(f.purpose)
+            if f.status == REMEDIATED and f.remedy is not None:
+                repointed.setdefault(name, f.remedy)
+            else:
+                still_old.add(name)
+    for f in findings:
+        address = parse_address(f.address) if f.status == INSIDE and not f.blocks_restore else None
+        host = address.host.rstrip(".").lower() if address is not None else ""
+        if f.match is None or f.match.part != "ingress_hosts" or host not in repointed or host in still_old:
+            continue
+        f.remedy = Remedy(repointed[host].step, f"cutover re-points every record of {host} to the new cluster")
+        f.status = REMEDIATED
+        f.detail = f"{f.detail}; remediated by step {f.remedy.step}: {f.remedy.how}"
 
 
 def _finder_summary(scan: Scan, quiet: list[Finding]) -> dict[str, Any]:

@@ -11,7 +11,9 @@ it, and the report names the step and how:
   the restored Service. ``namespace_map`` moves Services, so a name is remediated where the Service will
   be (``svc.team-a-dr.svc`` after ``team-a=team-a-dr``); the old name is not, and the note says why;
 - ``cutover`` of a dns-certs step (docs/dns-certs.md): a DNS record that points at an old load balancer is
-  written pointing at its replacement.
+  written pointing at its replacement; and a name the old cluster served (an Ingress host), once every
+  record of that name pointing at an old load balancer is re-pointed, leads to the new cluster (an SRV
+  record or a URL naming it is remediated too).
 
 Image registries are never remediated by a restored Service: a node's container runtime resolves registry
 names with the node's resolver, not the cluster's DNS. A webhook that blocks the restore is not either: its
@@ -29,6 +31,11 @@ from drtool.plans.schema import Plan
 
 IMAGE_REGISTRY = "container image registry"
 CUTOVER_PURPOSE = "DNS record "
+
+
+def cutover_record_name(purpose: str) -> str:
+    """The owner name of a cut-over record finding (``DNS record <name> <TYPE> <value> points at ...``)."""
+    return purpose.removeprefix(CUTOVER_PURPOSE).split(" ", 1)[0].rstrip(".").lower()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TextIO
 
 from drtool.errors import SourceError
+from drtool.progress import elapsed
 
 PROGRESS_EVERY = 15.0
 _GO_HINT = "install Go 1.26 or newer (https://go.dev/dl) and put it on PATH"
@@ -31,11 +32,6 @@ def go_executable() -> str:
     if not found:
         raise SourceError("go is not installed: it is needed once to build the lab's upstream servers", _GO_HINT)
     return found
-
-
-def elapsed(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
 class _Tally:

@@ -25,6 +25,7 @@ class Provision:
     source: str  # what is built or installed: module@version, a distribution, a package
     version: str
     found: str | None  # the path it was found at, None when missing
+    service: str = ""  # a system service its Debian package starts on install, which the lab does not use
 
     @property
     def obtain(self) -> str:
@@ -61,10 +62,11 @@ def pypi(program: str, distribution: str, locate: Callable[[], str]) -> Provisio
     return Provision(program, "PyPI", distribution, version or "not installed", _found(locate) if version else None)
 
 
-def debian(program: str, package: str, locate: Callable[[], str]) -> Provision:
+def debian(program: str, package: str, locate: Callable[[], str], service: str = "") -> Provision:
     """A program from a Debian package; ``locate()`` finds it (raising when it is missing)."""
     found = _found(locate)
-    return Provision(program, "Debian", package, _dpkg_version(package) if found else "not installed", found)
+    version = _dpkg_version(package) if found else "not installed"
+    return Provision(program, "Debian", package, version, found, service)
 
 
 def _found(locate: Callable[[], str]) -> str | None:

@@ -136,3 +136,17 @@ RUNNERS: dict[type, Runner] = {
     GcStableCheck: gc_stable.run,
     TrainingResumesCheck: training_resumes.run,
 }
+
+
+CLUSTER_OBJECTS_PLUGIN = "kubernetes"  # the plugin whose steps restore the objects cluster checks read
+
+
+def checks_left_out(plan: Plan, left_out: Mapping[str, str]) -> dict[str, str]:
+    """Check id -> why it is not run: a check that reads the target cluster (every type but http and tcp) when
+    each step restoring the cluster's objects was left out (``left_out``: plugin -> why), so the demo on a
+    machine without a Kubernetes lab does not fail on what it chose to leave out."""
+    cluster_steps = [s for s in plan.steps if s.uses == CLUSTER_OBJECTS_PLUGIN]
+    if not cluster_steps or any(s.uses not in left_out for s in cluster_steps):
+        return {}
+    why = f"it reads the cluster step {cluster_steps[0].id} restores, left out: {left_out[CLUSTER_OBJECTS_PLUGIN]}"
+    return {c.id: why for c in plan.checks if not isinstance(c, HttpCheck | TcpCheck)}

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from drtool.errors import DrtoolError, NotFound, UsageError
 from drtool.plans import results as st
 from drtool.plans.approval import Approval, ApprovalRequest, Approvals
-from drtool.plans.checks import run_checks
+from drtool.plans.checks import checks_left_out, run_checks
 from drtool.plans.dag import downstream
 from drtool.plans.dryrun import planned_step, unresolved, wave_of
 from drtool.plans.loader import LoadedPlan
@@ -112,6 +112,7 @@ class Executor:
         elapsed_before_s: float = 0.0,  # RTO spent before this run: since the start of the run it resumes
         echo: Echo = lambda _line: None,
         progress: Progress | None = None,
+        left_out: Mapping[str, str] | None = None,  # plugin -> why: its steps are skipped, never failed
     ) -> None:
         self.plan = ensure_valid(loaded)
         self.repo = repo
@@ -126,6 +127,7 @@ class Executor:
         self.echo = echo
         self.progress = progress
         self.run = RunResult(new_run_id(), self.plan, manifest.id, utc_now(), resumed_from=resumed_from)
+        self.run.left_out = dict(left_out or {})
         self.run.steps = {s.id: StepResult(s.id, s.uses, list(s.needs)) for s in self.plan.steps}
         self.recorder = _recorder(catalog, self.run, loaded, kind, str(values_path or ""), repo.config.store_id)
         self._t0 = time.monotonic()
@@ -169,9 +171,15 @@ class Executor:
             if result.status == st.BLOCKED:
                 result.status = st.SKIPPED
         if self.run.ok and plan.checks:
-            self.run.checks = run_checks(plan, self.overrides, self.manifest, clock=self.now)
+            self.run.checks_left_out = checks_left_out(plan, self.run.left_out)
+            kept = [c for c in plan.checks if c.id not in self.run.checks_left_out]
+            self.run.checks = run_checks(
+                plan.model_copy(update={"checks": kept}), self.overrides, self.manifest, clock=self.now
+            )
             for check in self.run.checks:
                 self.echo(f"{'ok' if check.ok else 'FAILED':8} check {check.name}: {check.detail}")
+            for check_id, why in self.run.checks_left_out.items():
+                self.echo(f"{'skipped':8} check {check_id}: {why}")
         self.run.seconds = self.now()
         self.run.finished = utc_now()
         if self.recorder is not None:
@@ -211,7 +219,7 @@ class Executor:
             self._settled(result, st.OK, f"done in run {result.done_in}")
             return True
         try:
-            reason = skip_reason(step, self.manifest, installed)
+            reason = skip_reason(step, self.manifest, installed, self.run.left_out)
         except NotFound as exc:
             result.error = exc.one_line()
             self._settled(result, st.FAILED, "")

@@ -73,6 +73,8 @@ class RunResult:
     steps: dict[str, StepResult] = dataclasses.field(default_factory=dict)
     checks: list[Check] = dataclasses.field(default_factory=list)  # the plan's own, after every step
     resumed_from: str = ""
+    left_out: dict[str, str] = dataclasses.field(default_factory=dict)  # plugin -> why the caller left it out
+    checks_left_out: dict[str, str] = dataclasses.field(default_factory=dict)  # check id -> why it did not run
 
     @property
     def ok(self) -> bool:

@@ -77,6 +77,9 @@ class RehearsalOptions:
     out_dir: Path = Path("drtool-reports")
     labs_root: Path | None = None
     isolation: str = AUTO  # auto | netns | in-process (drtool.rehearsal.isolation)
+    # plugin -> why the caller left it out (`drtool demo` without that plugin's lab): its steps are skipped with
+    # that reason, and so are the checks that read what they restore; the rehearsal does not fail on them
+    left_out: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _parse_time(text: str) -> dt.datetime:
@@ -118,10 +121,12 @@ def rpo(
     }
 
 
-def _independence(plan: Plan, repo: Repository, manifest: Manifest, target: Target) -> dict[str, Any]:
+def _independence(
+    plan: Plan, repo: Repository, manifest: Manifest, target: Target, left_out: dict[str, str]
+) -> dict[str, Any]:
     """The static independence analysis of the plan against the targets the rehearsal really used."""
     targets = {s.id: step_target(plan, s, target.overrides) for s in plan.steps}
-    return analyze(plan, repo, manifest, targets).to_dict()
+    return analyze(plan, repo, manifest, targets, left_out=left_out).to_dict()
 
 
 def rehearse(
@@ -141,7 +146,8 @@ def rehearse(
     manifest = find_backup(repo, plan.source, options.backup, read)
     backup_id = manifest.id
     installed = load_plugins()
-    running = [(s, installed[s.uses]) for s in plan.steps if skip_reason(s, manifest, installed) is None]
+    left_out = options.left_out
+    running = [(s, installed[s.uses]) for s in plan.steps if skip_reason(s, manifest, installed, left_out) is None]
     plugins = list({p.name: p for _, p in running}.values())
     domain = source_domain(manifest, options.source_lab)
     phases["plan_s"], clock = time.monotonic() - clock, time.monotonic()
@@ -176,6 +182,7 @@ def rehearse(
                     notifier=notifier,
                     echo=echo,
                     progress=progress,
+                    left_out=options.left_out,
                 )
                 offset_s = time.monotonic() - started  # the run's clock starts as the executor is made
                 run = executor.execute()
@@ -183,7 +190,7 @@ def rehearse(
         times = recovery_times(run, offset_s, verified_s)
         outside_steps = [r.to_dict() for r in guard.refused if not r.steps]  # the namespace's witness has drained
         phases["restore_s"], clock = verified_s, time.monotonic()
-        independence = _independence(plan, repo, manifest, target)
+        independence = _independence(plan, repo, manifest, target, options.left_out)
         phases["analysis_s"], clock = time.monotonic() - clock, time.monotonic()
         report = build_report(loaded, manifest, run, target, failure_time, times, phases, outside_steps)
         report["independence"] = independence
@@ -247,6 +254,7 @@ def build_report(
             "phases_s": {k: round(v, 3) for k, v in phases.items()},
             "steps": [s.to_dict() for s in run.steps.values()],
             "refused_outside_steps": refused_outside_steps,
+            "left_out": {"plugins": run.left_out, "checks": run.checks_left_out},
             "rto": {  # to service: every check green (drtool/rehearsal/service.py)
                 "measured_s": rto_s,
                 "objective_s": rto_objective,

@@ -14,7 +14,7 @@ import dataclasses
 import json
 import secrets
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,13 +70,13 @@ def seed_sources(
     scale: int = 1,
     echo: Callable[[str], None] = lambda _l: None,
     *,
-    skip_unavailable: bool = False,
+    left_out: MutableMapping[str, str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Seed ``lab`` through each plugin; plugin name -> the backup source mapping its seed returned.
 
-    With ``skip_unavailable`` a plugin whose lab servers cannot run here (a Debian package not installed) is
-    left out with its reason printed, instead of failing everything: the demo on a machine that has some of
-    them still tells the whole story with the rest.
+    With ``left_out`` a plugin whose seed fails (a lab server that cannot run here) is left out, its reason
+    printed and recorded there, instead of failing everything: the demo on a machine that has some of them
+    still tells the whole story with the rest, and its rehearsals skip that plugin's steps with the reason.
     """
     sources: dict[str, dict[str, Any]] = {}
     for plugin in plugins:
@@ -84,8 +84,9 @@ def seed_sources(
         try:
             sources[plugin.name] = dict(lab_support(plugin).seed(lab, scale))  # type: ignore[union-attr]
         except DrtoolError as exc:
-            if not skip_unavailable:
+            if left_out is None:
                 raise
+            left_out[plugin.name] = exc.one_line()
             echo(f"left out {plugin.name}: {exc.one_line()}")
             continue
         finally:

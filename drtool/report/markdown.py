@@ -123,6 +123,10 @@ def _run(report: Mapping[str, Any], run: Mapping[str, Any]) -> list[str]:
             for s in steps
         ],
     )
+    left_out = view.left_out_rows(run)
+    if left_out:
+        lines += ["Left out on purpose (skipped, not failed):", ""]
+        lines += _table(["", "name", "why"], left_out)
     refused = [(s["id"], conn) for s in steps for conn in s["refused"]]
     if refused:
         lines += ["### Refused connections (into the failure domain)", ""]

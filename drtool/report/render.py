@@ -21,7 +21,7 @@ from drtool.errors import UsageError
 from drtool.report import svg, view
 from drtool.report.markdown import to_markdown
 
-_env = Environment(loader=PackageLoader("drtool.report", "templates"), autoescape=select_autoescape(["html"]))
+env = Environment(loader=PackageLoader("drtool.report", "templates"), autoescape=select_autoescape(["html"]))
 
 
 def to_html(report: Mapping[str, Any]) -> str:
@@ -29,7 +29,7 @@ def to_html(report: Mapping[str, Any]) -> str:
     independence = report.get("independence") or {}
     domain = independence.get("domain") or {}
     nodes = view.dag_nodes(report)
-    return _env.get_template("report.html").render(
+    return env.get_template("report.html").render(
         title=view.title(report),
         plan=report.get("plan") or {},
         backup=report.get("backup") or {},
@@ -38,6 +38,7 @@ def to_html(report: Mapping[str, Any]) -> str:
         colours=svg.COLOURS,
         run=run,
         steps=view.step_rows(run),
+        left_out=view.left_out_rows(run),
         objectives=view.objective_rows(run),
         checks=view.check_rows(report),
         independence=independence,
@@ -72,10 +73,11 @@ def write_report(report: Mapping[str, Any], out_dir: Path, basename: str) -> dic
         "md": to_markdown(report),
         "html": to_html(report),
     }
-    return {fmt: _write(out_dir / f"{basename}.{fmt}", text) for fmt, text in rendered.items()}
+    return {fmt: write_atomic(out_dir / f"{basename}.{fmt}", text) for fmt, text in rendered.items()}
 
 
-def _write(path: Path, text: str) -> Path:
+def write_atomic(path: Path, text: str) -> Path:
+    """``text`` into ``path`` through a temporary name, so a reader never sees half a file."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -96,6 +96,13 @@ def approval_note(approval: Mapping[str, Any] | None) -> str:
     return f"{verdict} by {approval['approver']} on {approval['host']} ({approval['how']})"
 
 
+def left_out_rows(run: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(what, name, why) for each plugin and plan check the rehearsal's caller left out on purpose."""
+    left_out = run.get("left_out") or {}
+    rows = [("plugin", name, why) for name, why in sorted((left_out.get("plugins") or {}).items())]
+    return rows + [("check", name, why) for name, why in sorted((left_out.get("checks") or {}).items())]
+
+
 def dag_nodes(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The plan's steps with needs (and status, after a rehearsal), from whichever part of the report has them."""
     run_steps = (report.get("run") or {}).get("steps") or []
