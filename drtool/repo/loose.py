@@ -47,7 +47,7 @@ class LooseStore:
         if chunk_id in index:
             return 0
         blob = self.encode(chunk_id, data)
-        self.repo.backend.put(layout.chunk(chunk_id), blob)
+        self.repo.backend.put(layout.chunk(chunk_id), blob, write_once=True)
         index.add(chunk_id)
         return len(blob)
 

@@ -213,7 +213,7 @@ class PackWriter:
         self.stats.add(bytes_stored=len(data))
         self._upload_slots.acquire()
         try:
-            future = self._upload_pool.submit(self.repo.backend.put, layout.pack(pack_id), data)
+            future = self._upload_pool.submit(self.repo.backend.put, layout.pack(pack_id), data, write_once=True)
         except BaseException:
             self._upload_slots.release()
             raise
