@@ -108,7 +108,7 @@ def test_locked_backup_survives_delete_and_overwrite(
     assert json.loads(cli("backup", "-p", "files", "--json", check=True).stdout)["status"] == "complete"
     root = minio.client()  # the most powerful credentials there are
     versions = [v for v in _versions(root, locked_bucket) if "/locks/" not in v["Key"]]
-    assert len(versions) > 5
+    assert len(versions) >= 5  # config, slot, key record, manifest, pack and its index (format 2)
     refused = 0
     for v in versions:
         head = root.head_object(Bucket=locked_bucket, Key=v["Key"], VersionId=v["VersionId"])
@@ -120,26 +120,26 @@ def test_locked_backup_survives_delete_and_overwrite(
     print(f"\n{refused} versioned deletes refused")
     assert _check(cli)[0] == 0
 
-    # overwrite a chunk: S3 keeps the original as a noncurrent version; check names the damage
-    chunk = next(v for v in versions if f"/{PREFIX}/chunks/" in f"/{v['Key']}")
-    original = root.get_object(Bucket=locked_bucket, Key=chunk["Key"])["Body"].read()
-    root.put_object(Bucket=locked_bucket, Key=chunk["Key"], Body=b"ransomware was here")
+    # overwrite a pack: S3 keeps the original as a noncurrent version; check names the damage
+    pack = next(v for v in versions if f"/{PREFIX}/packs/" in f"/{v['Key']}")
+    original = root.get_object(Bucket=locked_bucket, Key=pack["Key"])["Body"].read()
+    root.put_object(Bucket=locked_bucket, Key=pack["Key"], Body=b"ransomware was here")
     code, report = _check(cli)
-    chunk_id = chunk["Key"].rsplit("/", 1)[1]
+    pack_id = pack["Key"].rsplit("/", 1)[1]
     assert code == 4 and not report["ok"]
-    assert list(report["damaged_chunks"]) == [chunk_id], report["damaged_chunks"]
-    kept = root.get_object(Bucket=locked_bucket, Key=chunk["Key"], VersionId=chunk["VersionId"])["Body"].read()
+    assert list(report["damaged_packs"]) == [pack_id], report["damaged_packs"]
+    kept = root.get_object(Bucket=locked_bucket, Key=pack["Key"], VersionId=pack["VersionId"])["Body"].read()
     assert kept == original  # nothing was destroyed
-    source_ref = {"Bucket": locked_bucket, "Key": chunk["Key"], "VersionId": chunk["VersionId"]}
-    root.copy_object(Bucket=locked_bucket, Key=chunk["Key"], CopySource=source_ref)
+    source_ref = {"Bucket": locked_bucket, "Key": pack["Key"], "VersionId": pack["VersionId"]}
+    root.copy_object(Bucket=locked_bucket, Key=pack["Key"], CopySource=source_ref)
     assert _check(cli)[0] == 0
 
-    # a plain delete adds a delete marker: check reports the chunk missing; removing the marker undoes it
-    marker = root.delete_object(Bucket=locked_bucket, Key=chunk["Key"])
+    # a plain delete adds a delete marker: check reports the pack's chunks missing; removing the marker undoes it
+    marker = root.delete_object(Bucket=locked_bucket, Key=pack["Key"])
     assert marker.get("DeleteMarker") is True
     code, report = _check(cli)
-    assert code == 4 and chunk_id in report["missing_chunks"], report
-    root.delete_object(Bucket=locked_bucket, Key=chunk["Key"], VersionId=marker["VersionId"])
+    assert code == 4 and report["missing_chunks"], report
+    root.delete_object(Bucket=locked_bucket, Key=pack["Key"], VersionId=marker["VersionId"])
     assert _check(cli)[0] == 0
     restored = tmp_path / "restored"
     cli("restore", "latest", "-p", "files", "-t", f"path={restored}", check=True)
