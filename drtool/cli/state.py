@@ -34,10 +34,10 @@ class AppState:
             self._settings = load_settings(self.config, self.store, self.catalog)
         return self._settings
 
-    def open_repo(self) -> Repository:
-        """The configured store, opened with the credentials of the environment; what opening it ignored
-        (planted or malformed key slots, ...) is printed as one warning line each."""
-        backend = open_backend(self.settings.require_store())
+    def open_repo(self, url: str | None = None) -> Repository:
+        """The store at ``url`` (default: the configured one), opened with the credentials of the environment;
+        what opening it ignored (planted or malformed key slots, ...) is printed as one warning line each."""
+        backend = open_backend(url or self.settings.require_store())
         Repository.read_config(backend)  # a missing store is reported before any passphrase prompt
         repo = Repository.open(backend, credentials_from_env(), max_skew=self.settings.max_clock_skew)
         for line in repo.warnings:
