@@ -185,6 +185,31 @@ def test_a_planted_slot_never_hands_drtool_another_key(actors: Actors, site: Sit
     assert shown["id"] == backup_id
 
 
+def test_a_slot_planted_for_the_cronjobs_key_file_is_ignored(actors: Actors, site: Site) -> None:
+    """With the CronJob's key file (not its key: a holder of both needs no slot), an attacker plants a key-file
+    slot, named to be tried first, that the same file opens to the attacker's key. The CronJob, on a machine
+    without a pin, ignores it: neither the key file's key check nor the store's key records name that key."""
+    from drtool.crypto import slots
+    from drtool.crypto.master import hkdf
+
+    store_id = actors.init()
+    actors.backup()
+    attacker = MasterKey(secrets.token_bytes(32), store_id)
+    salt = os.urandom(16)
+    wrap = hkdf(_keyfile_secret(actors.keyfile), b"drtool v1 keyfile slot", salt=salt)
+    kdf = {"name": "hkdf-sha256", "salt": base64.b64encode(salt).decode()}
+    wrapped = base64.b64encode(attacker.wrap(wrap, "00000000")).decode()
+    planted = slots.KeySlot("00000000", "keyfile", "key file", "2026-01-01T00:00:00Z", kdf, wrapped, version=1)
+    site.backend().put(layout.key_slot("00000000"), planted.to_bytes())
+    proc = actors.cronjob("backup", "--set", "nightly", "--json", env=actors.fresh_machine())
+    assert proc.returncode == 0, proc.stderr
+    backup_id = json.loads(proc.stdout)["id"]
+    with pytest.raises(IntegrityError):
+        attacker.unseal(MANIFEST, backup_id, site.backend().get(layout.manifest(backup_id)))
+    [warning] = warnings(proc.stderr)
+    assert "key slot 00000000 ignored" in warning, warning
+
+
 def test_malformed_and_absurd_slots_are_named_and_ignored(actors: Actors, site: Site) -> None:
     """Before: one garbage object in keys/ made every open fail (exit 4), and KDF settings were taken from the
     slot unchecked. After: each bad slot is named in a warning line and skipped; the store opens."""
