@@ -97,7 +97,7 @@ def top(profiles: list[cProfile.Profile], n: int, sort: str) -> str:
 
 def sample_chunks(source: Path, total: int) -> list[bytes]:
     """The first ``total`` bytes of ``source`` cut as drtool cuts them (default chunker parameters)."""
-    chunker = StreamChunker(ChunkerParams(), seed=12345)
+    chunker = StreamChunker(ChunkerParams(), MasterKey.generate("0123456789abcdef").gear())
     chunks: list[bytes] = []
     with open(source, "rb") as f:
         chunks.extend(chunker.feed(f.read(total)))
@@ -112,6 +112,7 @@ def stage_functions() -> dict[str, Callable[[bytes], Any]]:
     key = MasterKey.generate("0123456789abcdef")
     compressors = threading.local()
     cdc = FastCDC(avg_size=1 << 20, min_size=256 << 10, max_size=4 << 20, normalized_chunking=1, seed=1)
+    permutation, _ = key.gear()
 
     def compress(data: bytes) -> bytes:
         if not hasattr(compressors, "z"):
@@ -120,6 +121,7 @@ def stage_functions() -> dict[str, Callable[[bytes], Any]]:
 
     return {
         "fastcdc cut_buf (pyfastcdc)": lambda data: sum(1 for _ in cdc.cut_buf(data)),
+        "keyed gear table: byte permutation (bytes.translate)": lambda data: data.translate(permutation),
         "sha256 (artifact hash)": lambda data: hashlib.sha256(data).digest(),
         "blake2b-256 keyed (chunk id)": key.chunk_id,
         "zstd level 3": compress,

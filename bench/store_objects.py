@@ -32,13 +32,17 @@ class Counting(LocalBackend):
         super().__init__(root)
         self.calls: collections.Counter[str] = collections.Counter()
 
-    def put(self, name: str, data: Any, *, exclusive: bool = False) -> None:
+    def put(self, name: str, data: Any, *, exclusive: bool = False, write_once: bool = False) -> None:
         self.calls["PUT"] += 1
-        super().put(name, data, exclusive=exclusive)
+        super().put(name, data, exclusive=exclusive, write_once=write_once)
 
     def get(self, name: str) -> bytes:
         self.calls["GET"] += 1
         return super().get(name)
+
+    def get_timed(self, name: str) -> Any:
+        self.calls["GET"] += 1
+        return super().get_timed(name)
 
     def get_range(self, name: str, start: int, length: int) -> bytes:
         self.calls["GET (range)"] += 1

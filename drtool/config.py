@@ -10,6 +10,7 @@ file named by DRTOOL_RECOVERY_SHARES_FILE (one share per line).
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import getpass
 import os
 import sys
@@ -20,8 +21,9 @@ import yaml
 
 from drtool import yamlio
 from drtool.crypto.credentials import Credentials
-from drtool.crypto.slots import parse_keyfile
+from drtool.crypto.slots import KeyFile, read_keyfile
 from drtool.errors import UsageError
+from drtool.repo.times import DEFAULT_MAX_SKEW
 
 if TYPE_CHECKING:
     from drtool.scheduler.sets import BackupSet
@@ -32,7 +34,7 @@ DEFAULT_WORKERS = max(4, min(16, 2 * (os.cpu_count() or 2)))
 DEFAULT_CATALOG = "~/.local/share/drtool/catalog.db"
 # where drtool's credentials come from (credentials_from_env); a plan step's process does not inherit them
 CREDENTIAL_ENV = ("DRTOOL_PASSPHRASE", "DRTOOL_PASSPHRASE_FILE", "DRTOOL_KEYFILE", "DRTOOL_RECOVERY_SHARES_FILE")
-_ALLOWED_KEYS = {"store", "catalog", "sources", "backup_sets"}
+_ALLOWED_KEYS = {"store", "catalog", "sources", "backup_sets", "max_clock_skew"}
 
 
 @dataclasses.dataclass
@@ -42,6 +44,8 @@ class Settings:
     catalog: str = DEFAULT_CATALOG
     sources: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     backup_sets: dict[str, BackupSet] = dataclasses.field(default_factory=dict)  # docs/scheduling.md
+    # how far a backup's stated finish may be from when the store received it (drtool/repo/times.py)
+    max_clock_skew: dt.timedelta = DEFAULT_MAX_SKEW
 
     def require_store(self) -> str:
         if not self.store:
@@ -85,7 +89,17 @@ def load_settings(config: str | None = None, store: str | None = None, catalog: 
         catalog=catalog or os.environ.get("DRTOOL_CATALOG") or data.get("catalog") or DEFAULT_CATALOG,
         sources=sources,
         backup_sets=_backup_sets(data.get("backup_sets"), path),
+        max_clock_skew=_skew(data.get("max_clock_skew", DEFAULT_MAX_SKEW), path),
     )
+
+
+def _skew(raw: Any, path: Path) -> dt.timedelta:
+    from drtool.plans.schema import parse_duration
+
+    try:
+        return parse_duration(raw)
+    except ValueError as exc:
+        raise UsageError(f"max_clock_skew in {path}: {exc}", "see docs/configuration.md") from None
 
 
 def _backup_sets(raw: Any, path: Path) -> dict[str, BackupSet]:
@@ -120,9 +134,9 @@ def passphrase_from_env(prompt: str = "Store passphrase: ", confirm: bool = Fals
     return None
 
 
-def keyfile_from_env() -> bytes | None:
+def keyfile_from_env() -> KeyFile | None:
     text = _read_secret_file("DRTOOL_KEYFILE")
-    return parse_keyfile(text, os.environ["DRTOOL_KEYFILE"]) if text is not None else None
+    return read_keyfile(text, os.environ["DRTOOL_KEYFILE"]) if text is not None else None
 
 
 def credentials_from_env() -> Credentials:
@@ -130,7 +144,8 @@ def credentials_from_env() -> Credentials:
     shares = tuple(line.strip() for line in (shares_text or "").splitlines() if line.strip())
     keyfile = keyfile_from_env()
     passphrase = None if (keyfile or shares) else passphrase_from_env()
-    creds = Credentials(passphrase=passphrase, keyfile_secret=keyfile, shares=shares)
+    from_file = Credentials.of_keyfile(keyfile) if keyfile else Credentials()
+    creds = dataclasses.replace(from_file, passphrase=passphrase, shares=shares)
     if not (creds.passphrase or creds.keyfile_secret or creds.shares):
         raise UsageError(
             "no key given to open the store",

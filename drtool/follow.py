@@ -81,7 +81,12 @@ class FollowSession:
             if best is not None and not manifest.id.startswith(best.id.split("-")[0]):
                 break
             link = manifest.chain
-            if link is None or link.plugin != self.plugin or manifest.backup_set != self.backup_set:
+            if (
+                link is None
+                or link.plugin != self.plugin
+                or manifest.backup_set != self.backup_set
+                or not manifest.trusted
+            ):
                 continue
             if best is None or manifest.finished > best.finished:
                 best = manifest

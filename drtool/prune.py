@@ -46,6 +46,7 @@ class PruneReport:
     decisions: dict[str, list[Decision]] = dataclasses.field(default_factory=dict)  # set name -> decisions
     forgotten: list[str] = dataclasses.field(default_factory=list)
     unreadable_manifests: dict[str, str] = dataclasses.field(default_factory=dict)
+    flagged: dict[str, str] = dataclasses.field(default_factory=dict)  # kept, counted by no rule: why
     chunks_present: int = 0
     chunks_referenced: int = 0
     chunks_deleted: int = 0  # or, in a dry run, that would be deleted
@@ -66,13 +67,15 @@ class PruneReport:
 
 
 def backup_ref(manifest: Manifest) -> BackupRef:
-    started = dt.datetime.fromisoformat(manifest.started)
+    """What retention needs of a backup: its finish time (what the store's clock vouches for), and its flag."""
+    finished = dt.datetime.fromisoformat(manifest.finished)
     chain = manifest.chain
     link = None
     if chain is not None:
         link = ChainPosition(manifest.kind, chain.base, chain.seq, dt.datetime.fromisoformat(chain.last_time))
     complete = manifest.status == "complete"
-    return BackupRef(id=manifest.id, time=started, complete=complete, tags=tuple(manifest.tags), link=link)
+    tags = tuple(manifest.tags)
+    return BackupRef(id=manifest.id, time=finished, complete=complete, tags=tags, link=link, flag=manifest.flag)
 
 
 def plan(
@@ -106,6 +109,8 @@ def prune(
     """Forget what the policies no longer keep, then garbage-collect chunks. ``dry_run`` changes nothing."""
     now = now or dt.datetime.now(dt.UTC)
     report = PruneReport(dry_run=dry_run)
+    if not dry_run:
+        repo.require_current("prune")
     if dry_run:  # reads only: no lock, so it can run beside backups (its chunk count is then approximate)
         _run(repo, policies, only_set, now, report, workers, check_lock=lambda: None)
         return report
@@ -128,6 +133,7 @@ def _run(
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-prune") as pool:
         read = list(filter(None, pool.map(lambda i: _read(repo, i, report), repo.backup_ids())))
         manifests = [m for m, _ in read]
+        report.flagged = {m.id: m.flag for m in manifests if m.flag}
         report.decisions = plan(manifests, policies, now, only_set)
         doomed = {d.backup.id for ds in report.decisions.values() for d in ds if not d.keep}
         if not report.dry_run:

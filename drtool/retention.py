@@ -10,6 +10,11 @@ Only complete backups fill the count rules: a partial backup (a plugin failed) m
 slot of a complete one; partial backups stay only while ``keep_within`` or a tag covers them.
 Every decision carries its reasons, so `drtool prune --dry-run` can say why each backup stays.
 
+A backup's time is when it finished, as the store's clock vouches for it (drtool/repo/times.py). A
+*flagged* backup (its stated times disagree with that clock: dated into the future or the past) fills no
+rule, is never the newest, and is always kept for the operator to look at, so forged manifests can neither
+crowd genuine backups out of their slots nor be forgotten in their place (docs/threat-model.md).
+
 Delta chains (docs/retention.md, "Delta chains"): deltas never fill the count rules (fulls do). The
 newest chain's tip stays reachable (its newest full and the deltas after it), ``pitr_window`` keeps every
 point of that window reachable (per chain, the newest full at or before the window's start and every
@@ -66,10 +71,11 @@ class BackupRef:
     """What retention needs to know of a backup (from its manifest or the catalog)."""
 
     id: str
-    time: dt.datetime  # when the backup started (UTC)
+    time: dt.datetime  # when the backup finished (UTC)
     complete: bool = True
     tags: tuple[str, ...] = ()
     link: ChainPosition | None = None  # set for backups of a delta chain
+    flag: str | None = None  # why its times are not believed (drtool/repo/times.py): it counts for nothing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,10 +105,13 @@ def decide(backups: Sequence[BackupRef], policy: RetentionPolicy, now: dt.dateti
         for b in ordered:
             reasons[b.id].append("no retention policy: everything is kept")
         return _decisions(ordered, reasons)
-    complete = [b for b in ordered if b.complete and not (b.link and b.link.is_delta)]
+    complete = [b for b in ordered if b.complete and not b.flag and not (b.link and b.link.is_delta)]
     if complete:
         reasons[complete[0].id].append("newest complete backup of the set")
     for b in ordered:
+        if b.flag:
+            reasons[b.id].append(f"flagged, kept for review and counted by no rule: {b.flag}")
+            continue
         milestones = sorted(set(b.tags) & set(policy.keep_tags))
         if milestones:
             reasons[b.id].append(f"tagged {', '.join(milestones)} (never pruned)")
@@ -131,7 +140,7 @@ def _chain_reasons(
     """Keep what restoring the newest point and every point of ``pitr_window`` replays, and what kept deltas need."""
     chains: dict[str, list[BackupRef]] = {}
     for b in ordered:
-        if b.link is not None:
+        if b.link is not None and not b.flag:
             chains.setdefault(b.link.base, []).append(b)
     if not chains:
         return

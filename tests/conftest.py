@@ -37,6 +37,20 @@ def lab_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Pins of the stores tests open (drtool/repo/pins.py) go under the session's temp dir, child processes
+    included, never into the user's ~/.local/state; a test of a machine that has never seen a store
+    passes a DRTOOL_STATE_DIR of its own."""
+    before = os.environ.get("DRTOOL_STATE_DIR")
+    os.environ["DRTOOL_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
+    yield
+    if before is None:
+        os.environ.pop("DRTOOL_STATE_DIR", None)
+    else:
+        os.environ["DRTOOL_STATE_DIR"] = before
+
+
+@pytest.fixture(scope="session", autouse=True)
 def shared_binary_cache() -> Iterator[None]:
     """Pin DRTOOL_CACHE and Go's module cache to this user's for the whole session, child processes included.
 

@@ -7,6 +7,7 @@ with one clear line instead of a botocore traceback.
 
 from __future__ import annotations
 
+import datetime as dt
 import http.server
 import os
 import socket
@@ -130,6 +131,28 @@ def test_list_returns_every_object_past_one_page(backend: Backend) -> None:
     names = [f"many/{i:05d}" for i in range(1100)]  # S3 pages hold at most 1000 keys
     _put_many(backend, [*names, "other"])
     assert sorted(backend.list("many/")) == names
+
+
+def test_write_once_put_keeps_what_is_there(backend: Backend) -> None:
+    """Chunks and packs: created if absent, an existing object counts as written and is never replaced."""
+    backend.put("packs/ab/x", b"first", write_once=True)
+    backend.put("packs/ab/x", b"second", write_once=True)
+    assert backend.get("packs/ab/x") == b"first"
+
+
+def test_server_times_come_with_reads_and_listings(backend: Backend) -> None:
+    """When the store received an object (drtool/repo/times.py checks backup times against it)."""
+    before = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)
+    backend.put("manifests/a", b"1", exclusive=True)
+    backend.put("manifests/b", b"2", exclusive=True)
+    data, stored = backend.get_timed("manifests/a")
+    listed = dict(backend.list_timed("manifests/"))
+    after = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)
+    assert data == b"1" and before <= stored <= after
+    assert sorted(listed) == ["manifests/a", "manifests/b"] and all(before <= t <= after for t in listed.values())
+    assert abs(listed["manifests/a"] - stored) < dt.timedelta(seconds=2)
+    with pytest.raises(NotFound):
+        backend.get_timed("manifests/none")
 
 
 def test_delete_is_idempotent(backend: Backend) -> None:

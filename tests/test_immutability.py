@@ -119,7 +119,13 @@ def test_locked_backup_survives_delete_and_overwrite(
     assert json.loads(cli("backup", "-p", "files", "--json", check=True).stdout)["status"] == "complete"
     root = minio.client()  # the most powerful credentials there are
     versions = [v for v in _versions(root, locked_bucket) if "/locks/" not in v["Key"]]
-    kinds = {"drtool-store.json", "keys", "manifests", *(("packs", "index") if version == 2 else ("chunks",))}
+    kinds = {
+        "drtool-store.json",
+        "keys",
+        "keyring",
+        "manifests",
+        *(("packs", "index") if version == 2 else ("chunks",)),
+    }
     assert {v["Key"].split("/")[1] for v in versions} == kinds  # every kind of object a backup writes
     refused = 0
     for v in versions:

@@ -6,6 +6,13 @@ Contract (tested by one conformance suite over every backend, tests/test_backend
   ``exclusive=True`` put is also durable when it returns, and raises ObjectExists instead of replacing an
   existing object; other puts are durable after the next ``sync`` (so a backend may batch directory
   flushes: the manifest, written exclusively after ``sync``, never names a chunk that could be lost).
+  A ``write_once=True`` put creates the object only if it is absent, like ``exclusive``, and treats an
+  existing one as already written (chunks and packs: their names are their content or random), durable
+  after ``sync``. Only a plain put replaces (a lock's refresh). drtool's write-once objects never use it,
+  so a bucket policy that refuses unconditional writes leaves drtool working (docs/reliability.md).
+- ``get_timed`` and ``list_timed`` also give each object's *server-set* time: when the store received
+  it, which no writer chooses (S3 ``LastModified``; locally the inode change time, which ``utime`` cannot
+  set). Backup times are checked against it (drtool/repo/times.py).
 - ``get`` raises NotFound for a missing object, StoreUnavailable when the location cannot be reached.
   ``get_range`` reads ``length`` bytes from ``start`` (fewer only at the object's end), with the same errors.
 - ``list`` yields the names under a prefix, in no promised order.
@@ -14,6 +21,7 @@ Contract (tested by one conformance suite over every backend, tests/test_backend
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Iterator
 from typing import Protocol, runtime_checkable
@@ -32,7 +40,7 @@ class Backend(Protocol):
         """Make the location ready for a new store (a directory is created; a bucket must already exist)."""
         ...
 
-    def put(self, name: str, data: bytes, *, exclusive: bool = False) -> None: ...
+    def put(self, name: str, data: bytes, *, exclusive: bool = False, write_once: bool = False) -> None: ...
 
     def sync(self) -> None:
         """Make every ``put`` that has returned durable (a barrier before a manifest is written)."""
@@ -42,6 +50,14 @@ class Backend(Protocol):
 
     def get_range(self, name: str, start: int, length: int) -> bytes:
         """Bytes ``start`` to ``start + length`` of an object: a restore reads a run of chunks out of a pack."""
+        ...
+
+    def get_timed(self, name: str) -> tuple[bytes, dt.datetime]:
+        """An object and when the store received it (UTC), from one read."""
+        ...
+
+    def list_timed(self, prefix: str = "") -> Iterator[tuple[str, dt.datetime]]:
+        """``list`` with each object's server-set time."""
         ...
 
     def exists(self, name: str) -> bool: ...

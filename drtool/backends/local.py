@@ -1,8 +1,16 @@
-"""A store in a local directory (or a mounted filesystem: NFS, a removable disk)."""
+"""A store in a local directory (or a mounted filesystem: NFS, a removable disk).
+
+Folders are made 0700 and objects 0600, each created with ``O_EXCL`` aside in ``.tmp/`` and linked into
+place, so a write never follows a planted link and never replaces an object unless asked to. An object's
+server-set time is its inode change time (ctime): a writer can set the modification time with ``utime``,
+not the change time. Copying a store (``cp -a``, ``rsync -a``, a restore from tape) sets new change times;
+docs/threat-model.md says what that means for backup times.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import errno
 import logging
 import os
@@ -32,7 +40,8 @@ class LocalBackend:
 
     def create(self) -> None:
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            self.root.parent.mkdir(parents=True, exist_ok=True)
+            self.root.mkdir(mode=0o700, exist_ok=True)
         except OSError as exc:
             raise self._io_error("create", "the store directory", exc) from exc
 
@@ -45,7 +54,7 @@ class LocalBackend:
         hint = "free space on the store's filesystem" if exc.errno == errno.ENOSPC else "check the store path"
         return StoreUnavailable(f"cannot {action} {name} in store {self.url}: {exc.strerror}", hint)
 
-    def put(self, name: str, data: bytes, *, exclusive: bool = False) -> None:
+    def put(self, name: str, data: bytes, *, exclusive: bool = False, write_once: bool = False) -> None:
         path = self._path(name)
         tmp_dir = self.root / _TMP
         log.debug("put %s (%d bytes%s)", path, len(data), ", exclusive" if exclusive else "")
@@ -53,17 +62,19 @@ class LocalBackend:
         try:
             if not self.root.is_dir():
                 raise StoreUnavailable(f"store directory {self.url} does not exist", "run `drtool init` first")
-            tmp_dir.mkdir(exist_ok=True)
-            with open(tmp, "wb") as f:
+            tmp_dir.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "wb") as f:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if exclusive:
+            self._folders(path.parent)
+            if exclusive or write_once:
                 try:
                     os.link(tmp, path)  # atomic create-if-absent
                 except FileExistsError:
-                    raise ObjectExists(f"{name} already exists in store {self.url}") from None
+                    if exclusive:
+                        raise ObjectExists(f"{name} already exists in store {self.url}") from None
                 os.unlink(tmp)
             else:
                 os.replace(tmp, path)
@@ -78,6 +89,16 @@ class LocalBackend:
         except BaseException:
             _unlink_quietly(tmp)
             raise
+
+    def _folders(self, folder: Path) -> None:
+        """Make ``folder`` and any missing parent below the store root, each 0700."""
+        missing = []
+        while not folder.is_dir() and folder != self.root:
+            missing.append(folder)
+            folder = folder.parent
+        for each in reversed(missing):
+            with contextlib.suppress(FileExistsError):  # another writer made it first
+                each.mkdir(mode=0o700)
 
     def sync(self) -> None:
         with self._unsynced_lock:
@@ -106,6 +127,20 @@ class LocalBackend:
             raise NotFound(f"{name} not found in store {self.url}") from None
         except OSError as exc:
             raise self._io_error("read", name, exc) from exc
+
+    def get_timed(self, name: str) -> tuple[bytes, dt.datetime]:
+        try:
+            with open(self._path(name), "rb") as f:
+                return f.read(), _changed(os.fstat(f.fileno()))
+        except FileNotFoundError:
+            raise NotFound(f"{name} not found in store {self.url}") from None
+        except OSError as exc:
+            raise self._io_error("read", name, exc) from exc
+
+    def list_timed(self, prefix: str = "") -> Iterator[tuple[str, dt.datetime]]:
+        for name in self.list(prefix):
+            with contextlib.suppress(FileNotFoundError):  # deleted since it was listed
+                yield name, _changed(self._path(name).stat())
 
     def exists(self, name: str) -> bool:
         return self._path(name).is_file()
@@ -138,6 +173,10 @@ class LocalBackend:
         """Temp files left by a writer that was killed; safe to delete when no writer runs."""
         tmp_dir = self.root / _TMP
         return sorted(p.name for p in tmp_dir.iterdir()) if tmp_dir.is_dir() else []
+
+
+def _changed(stat: os.stat_result) -> dt.datetime:
+    return dt.datetime.fromtimestamp(stat.st_ctime, dt.UTC)
 
 
 def _may_hold(folder: str, prefix: str) -> bool:

@@ -108,19 +108,23 @@ class S3Backend:
 
     # -- the Backend contract -------------------------------------------------------------------------
 
-    def put(self, name: str, data: bytes, *, exclusive: bool = False) -> None:
-        """Write ``data``; with ``exclusive`` a conditional write (If-None-Match: *) makes S3 refuse to replace."""
+    def put(self, name: str, data: bytes, *, exclusive: bool = False, write_once: bool = False) -> None:
+        """Write ``data``. ``exclusive`` and ``write_once`` send a conditional write (If-None-Match: *), so S3
+        refuses to replace an object; ``exclusive`` then raises ObjectExists, ``write_once`` takes the object
+        that is there as written (its name is its content, or random). A bucket policy can require the
+        condition of every PutObject (``s3:if-none-match``): only a lock's refresh, a plain put, replaces."""
         key = self._key(name)
-        condition = {"IfNoneMatch": "*"} if exclusive else {}
+        conditional = exclusive or write_once
+        condition = {"IfNoneMatch": "*"} if conditional else {}
         log.debug("put s3://%s/%s (%d bytes%s)", self.bucket, key, len(data), ", exclusive" if exclusive else "")
         with self._calling("write", name):
             try:
                 self._client.put_object(Bucket=self.bucket, Key=key, Body=data, **condition)
             except ClientError as exc:
-                if not (exclusive and _status(exc) in (409, 412)):
+                if not (conditional and _status(exc) in (409, 412)):
                     raise
                 # a retried write can be refused because our own first attempt landed: that is success
-                if _retry_attempts(exc) and self._holds(key, data):
+                if write_once or (_retry_attempts(exc) and self._holds(key, data)):
                     return
                 raise ObjectExists(f"{name} already exists in store {self.url}") from None
         self._bucket_seen = True
@@ -143,6 +147,17 @@ class S3Backend:
         self._bucket_seen = True
         return data
 
+    def get_timed(self, name: str) -> tuple[bytes, dt.datetime]:
+        with self._calling("read", name):
+            answer = self._client.get_object(Bucket=self.bucket, Key=self._key(name))
+            data: bytes = answer["Body"].read()
+        self._bucket_seen = True
+        return data, answer["LastModified"].astimezone(dt.UTC)
+
+    def list_timed(self, prefix: str = "") -> Iterator[tuple[str, dt.datetime]]:
+        for key, obj in self._listing(prefix):
+            yield key, obj["LastModified"].astimezone(dt.UTC)
+
     def exists(self, name: str) -> bool:
         return self._head(name) is not None
 
@@ -154,6 +169,10 @@ class S3Backend:
 
     def list(self, prefix: str = "") -> Iterator[str]:
         """Names under ``prefix`` (a plain string prefix); pages through any number of objects."""
+        for name, _ in self._listing(prefix):
+            yield name
+
+    def _listing(self, prefix: str) -> Iterator[tuple[str, dict[str, Any]]]:
         full = self._root + (self._check_name(prefix) if prefix else "")
         log.debug("list s3://%s/%s*", self.bucket, full)
         pages = self._client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=full)
@@ -163,7 +182,7 @@ class S3Backend:
                 for obj in page.get("Contents", ()):
                     key: str = obj["Key"]
                     if not key.endswith("/"):  # folder markers made by S3 consoles are not objects
-                        yield key[len(self._root) :]
+                        yield key[len(self._root) :], obj
 
     def delete(self, name: str) -> None:
         """Delete ``name``; S3 answers a delete of a missing key with success, which keeps this idempotent."""

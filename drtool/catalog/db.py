@@ -12,6 +12,7 @@ from sqlmodel import Session, SQLModel, create_engine, delete, select
 from drtool.catalog import runs as _runs  # its tables are created (and upgraded) with the others
 from drtool.catalog.models import ArtifactRow, BackupRow, ChainRow, StoreRow
 from drtool.errors import DrtoolError, UsageError
+from drtool.files import touch_private
 from drtool.repo.manifest import Manifest, utc_now
 from drtool.repo.repository import Repository
 
@@ -26,7 +27,7 @@ class SyncResult:
 class Catalog:
     def __init__(self, url: str) -> None:
         if "://" not in url:
-            Path(url).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            touch_private(Path(url).expanduser())  # it lists every backup and restore: 0600, in a 0700 folder
             url = f"sqlite:///{Path(url).expanduser()}"
         self.url = url
         self.engine = create_engine(url, pool_pre_ping=True)

@@ -6,10 +6,12 @@ chain shows how many deltas follow it (up to the chain's next full), the revisio
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from drtool.catalog.models import BackupRow, ChainRow
+from drtool.repo.times import suspicion
 
 
 def backup_listing(
@@ -65,3 +67,24 @@ def chain_text(entry: Mapping[str, Any]) -> str:
     return (
         f"{what} at rev {chain['last']} + {deltas['count']} deltas to rev {deltas['last']} ({deltas['last_time'][:19]})"
     )
+
+
+def flag_entries(entries: list[dict[str, Any]], stored: Mapping[str, dt.datetime], max_skew: dt.timedelta) -> None:
+    """Set each entry's ``flag``: why its times disagree with when the store received its manifest
+    (``stored``, from one listing; drtool/repo/times.py), or None."""
+    for e in entries:
+        chain_time = (e["chain"] or {}).get("last_time")
+        e["flag"] = suspicion(e["id"], e["started"], e["finished"], stored.get(e["id"]), max_skew, chain_time)
+
+
+def newest_complete(
+    rows: Iterable[BackupRow], sets: Iterable[str], stored: Mapping[str, dt.datetime], max_skew: dt.timedelta
+) -> dict[str, BackupRow]:
+    """Per backup set, its newest complete backup whose times the store's clock vouches for: what the RPO age
+    counts from (a forged manifest dated into the future must not make a stopped schedule look fresh)."""
+    wanted, newest = set(sets), {}
+    for row in rows:  # in id (time) order: the last one per set wins
+        vouched = suspicion(row.id, row.started, row.finished, stored.get(row.id), max_skew) is None
+        if row.backup_set in wanted and row.status == "complete" and vouched:
+            newest[row.backup_set] = row
+    return newest

@@ -12,25 +12,30 @@ from drtool.cli.state import console, print_json, state
 from drtool.config import passphrase_from_env
 from drtool.crypto import slots
 from drtool.errors import UsageError
+from drtool.files import create_private, refuse_existing
 
 app = typer.Typer(help="Manage key slots: passphrases, key files, recovery shares.", no_args_is_help=True)
 
 
 @app.command("list")
 def list_slots(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """List key slots (no credentials needed: slots hold only wrapped keys)."""
+    """List key slots (no credentials needed: slots hold only wrapped keys). Slots that no credential will
+    be tried on (malformed, unknown version, KDF settings out of bounds) are listed with the reason."""
     from drtool.backends import open_backend
     from drtool.repo.repository import Repository
 
     backend = open_backend(state(ctx).settings.require_store())
     Repository.read_config(backend)
-    summaries = [s.summary() for s in Repository.key_slots(backend)]
+    found, rejected = Repository.slot_listing(backend)
+    summaries = [s.summary() | {"ignored": slots.check_slot(s)} for s in found]
+    summaries += [{"id": slot_id, "ignored": why} for slot_id, why in rejected.items()]
     if as_json:
         print_json(summaries)
         return
-    table = Table("id", "kind", "label", "created", "shares")
+    table = Table("id", "kind", "label", "created", "shares", "ignored")
     for s in summaries:
-        table.add_row(s["id"], s["kind"], s["label"], s["created"], s.get("shares", ""))
+        row = (s["id"], s.get("kind", ""), s.get("label", ""), s.get("created", ""), s.get("shares", ""))
+        table.add_row(*row, f"[red]{s['ignored']}[/]" if s["ignored"] else "")
     console.print(table)
 
 
@@ -52,12 +57,10 @@ def add(
         raise UsageError("give exactly one of --passphrase or --keyfile PATH")
     repo = state(ctx).open_repo()
     if keyfile:
-        if keyfile.exists():
-            raise UsageError(f"{keyfile} already exists", "choose a new path for the key file")
-        text, secret = slots.new_keyfile_text()
+        refuse_existing(keyfile)
+        text, secret = slots.new_keyfile_text(repo.key)
         slot = slots.keyfile_slot(repo.key, secret, label or f"key file {keyfile.name}")
-        keyfile.touch(mode=0o600)
-        keyfile.write_text(text)
+        create_private(keyfile, text)
     else:
         new = _new_passphrase()
         slot = slots.passphrase_slot(repo.key, new, label or "passphrase")
@@ -109,13 +112,14 @@ def recovery_shares(
     """Create a k-of-n recovery slot and print its shares once, for offline keepers."""
     if not 2 <= threshold <= count <= 16:
         raise UsageError("need 2 <= threshold <= count <= 16")
+    if out:
+        refuse_existing(out)  # before the slot exists: its shares must not be lost
     repo = state(ctx).open_repo()
     slot, shares = slots.recovery_slot(repo.key, threshold, count)
     repo.add_slot(slot)
     text = "\n".join(shares) + "\n"
     if out:
-        out.touch(mode=0o600)
-        out.write_text(text)
+        create_private(out, text)
         console.print(f"wrote {count} shares of recovery slot {slot.id} to {out}")
     else:
         console.print(
@@ -123,3 +127,47 @@ def recovery_shares(
             "Give each to a different keeper; they are not shown again."
         )
         typer.echo(text, nl=False)
+
+
+@app.command()
+def rotate(
+    ctx: typer.Context,
+    passphrase: Annotated[
+        bool,
+        typer.Option(
+            "--passphrase",
+            help="Open the new key with a new passphrase (DRTOOL_NEW_PASSPHRASE[_FILE] or a prompt).",
+        ),
+    ] = False,
+    keyfile: Annotated[Path | None, typer.Option(help="Open the new key with a new key file, written here.")] = None,
+    lock_wait: Annotated[float, typer.Option(help="Seconds to wait for running backups to finish.")] = 300.0,
+) -> None:
+    """Replace the store's master key for everything written from now on; every old slot is removed.
+
+    Old credentials (removed slots, old shares and key files) can read nothing written after this. They
+    keep opening what was written before wherever a copy of their slot survives (a versioned bucket).
+    Example: DRTOOL_NEW_PASSPHRASE_FILE=new-pw drtool key rotate --passphrase --keyfile cronjob.key"""
+    from drtool.repo.rotate import rotate as rotate_key
+
+    if not passphrase and not keyfile:
+        raise UsageError("give --passphrase and/or --keyfile PATH for the new key", "old credentials will not open it")
+    if keyfile:
+        refuse_existing(keyfile)
+    repo = state(ctx).open_repo()
+    new_passphrase = _new_passphrase() if passphrase else None
+    _, secret = slots.new_keyfile_text() if keyfile else (None, None)
+    done = rotate_key(repo, passphrase=new_passphrase, keyfile_secret=secret, lock_wait=lock_wait)
+    if keyfile and secret:
+        create_private(keyfile, slots.keyfile_text(secret, done.repo.key))
+    console.print(
+        f"rotated store {repo.config.store_id} to key generation {done.generation}: new slot(s) "
+        f"{', '.join(s.id for s in done.added)}; removed {len(done.removed)} old slot(s)"
+    )
+    for slot_id, why in done.kept.items():
+        console.print(
+            f"[yellow]could not remove slot {slot_id} ({why}): its credential still opens the retired key, which "
+            "reads backups written before now and nothing after[/]"
+        )
+    console.print(
+        "recovery shares of the old key no longer open the store: print new ones with `drtool key recovery-shares`"
+    )

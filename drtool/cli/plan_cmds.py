@@ -12,10 +12,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from drtool.backends import open_backend
 from drtool.cli.run_view import RunView, live_rows, steps_table
 from drtool.cli.state import console, print_json, state
-from drtool.config import credentials_from_env
 from drtool.errors import ApprovalNeeded, SourceError, UsageError
 from drtool.plans.approval import Approvals
 from drtool.plans.dag import waves
@@ -122,9 +120,7 @@ def open_plan_repo(ctx: typer.Context, plan: Plan) -> Repository:
     """The store: --store or DRTOOL_STORE first, then the plan's ``source.store``, then the config file's."""
     app_state = state(ctx)
     if plan.source.store and not (app_state.store or os.environ.get("DRTOOL_STORE")):
-        backend = open_backend(plan.source.store)
-        Repository.read_config(backend)
-        return Repository.open(backend, credentials_from_env())
+        return app_state.open_repo(plan.source.store)
     return app_state.open_repo()
 
 

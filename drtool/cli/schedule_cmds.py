@@ -22,6 +22,7 @@ MetricsAddress = Annotated[
 
 
 def _runner(app_state: AppState) -> Any:
+    from drtool.catalog.listing import newest_complete
     from drtool.scheduler.runner import SetRunner, Stopper
 
     sets = app_state.settings.backup_sets
@@ -33,10 +34,7 @@ def _runner(app_state: AppState) -> Any:
     catalog = app_state.open_catalog()
     runner = SetRunner(repo, sets, app_state.settings.sources, catalog=catalog, stopper=stopper)
     catalog.sync(repo)
-    newest: dict[str, Any] = {}
-    for row in catalog.backups(repo.config.store_id):  # in id (time) order: the last one per set wins
-        if row.backup_set in sets and row.status == "complete":
-            newest[row.backup_set] = row
+    newest = newest_complete(catalog.backups(repo.config.store_id), sets, repo.stored_times(), repo.max_skew)
     for name, row in newest.items():
         runner.metrics.seen_backup(name, row.started, row.finished)
     return runner
@@ -133,6 +131,7 @@ def _print_result(result: Any) -> None:
 @app.command("list")
 def list_sets(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Backup sets: schedule, next run, last result, and the age of the newest backup against the RPO."""
+    from drtool.catalog.listing import newest_complete
     from drtool.scheduler.history import RunHistory
     from drtool.scheduler.service import next_runs, trigger_for
 
@@ -146,10 +145,12 @@ def list_sets(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json"
     history = RunHistory(catalog.engine)
     stored = next_runs(catalog.engine)
     now = dt.datetime.now(dt.UTC)
-    newest: dict[str, str] = {}
-    for row in catalog.backups(repo.config.store_id):
-        if row.backup_set in sets and row.status == "complete":
-            newest[row.backup_set] = row.started
+    newest = {
+        name: row.started
+        for name, row in newest_complete(
+            catalog.backups(repo.config.store_id), sets, repo.stored_times(), repo.max_skew
+        ).items()
+    }
     rows = []
     for name, bset in sets.items():
         nxt = None if bset.follow is not None else stored.get(name) or trigger_for(bset).get_next_fire_time(None, now)

@@ -34,10 +34,15 @@ class AppState:
             self._settings = load_settings(self.config, self.store, self.catalog)
         return self._settings
 
-    def open_repo(self) -> Repository:
-        backend = open_backend(self.settings.require_store())
+    def open_repo(self, url: str | None = None) -> Repository:
+        """The store at ``url`` (default: the configured one), opened with the credentials of the environment;
+        what opening it ignored (planted or malformed key slots, ...) is printed as one warning line each."""
+        backend = open_backend(url or self.settings.require_store())
         Repository.read_config(backend)  # a missing store is reported before any passphrase prompt
-        return Repository.open(backend, credentials_from_env())
+        repo = Repository.open(backend, credentials_from_env(), max_skew=self.settings.max_clock_skew)
+        for line in repo.warnings:
+            warn(line)
+        return repo
 
     def open_catalog(self) -> Catalog:
         from drtool.catalog import Catalog  # SQLAlchemy costs ~0.4 s to import; only commands that need it pay
@@ -47,6 +52,11 @@ class AppState:
 
 def state(ctx: typer.Context) -> AppState:
     return ctx.ensure_object(AppState)
+
+
+def warn(line: str) -> None:
+    """One warning line on stderr (stdout stays clean for --json)."""
+    sys.stderr.write(f"drtool: warning: {line}\n")
 
 
 def progress() -> Progress:

@@ -12,13 +12,15 @@ from rich.table import Table
 from drtool import yamlio
 from drtool.backends import open_backend
 from drtool.backup import run_backup
-from drtool.cli.state import console, human_bytes, print_json, progress, state
+from drtool.cli.state import console, human_bytes, print_json, progress, state, warn
 from drtool.config import passphrase_from_env
-from drtool.crypto.slots import new_keyfile_text
+from drtool.crypto.slots import keyfile_text, new_keyfile_text
 from drtool.errors import IntegrityError, PartialBackup, SourceError, UsageError
+from drtool.files import create_private, refuse_existing
 from drtool.plugin.manager import get_plugin, load_plugins
 from drtool.repo.chains import find_point
 from drtool.repo.check import check as check_store
+from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.writer import DEFAULT_LOCK_WAIT
 from drtool.restore import run_restore
@@ -55,18 +57,16 @@ def init(
     backend = open_backend(store)
     keyfile_secret = None
     if keyfile:
-        if keyfile.exists():
-            raise UsageError(f"{keyfile} already exists", "choose a new path for the key file")
-        text, keyfile_secret = new_keyfile_text()
+        refuse_existing(keyfile)
+        _, keyfile_secret = new_keyfile_text()
     passphrase = None if no_passphrase else passphrase_from_env("New store passphrase: ", confirm=True)
     if not no_passphrase and not passphrase:
         raise UsageError(
             "no passphrase given", "set DRTOOL_PASSPHRASE or DRTOOL_PASSPHRASE_FILE, or use --keyfile --no-passphrase"
         )
     repo = Repository.init(backend, passphrase=passphrase, keyfile_secret=keyfile_secret)
-    if keyfile:
-        keyfile.touch(mode=0o600)
-        keyfile.write_text(text)
+    if keyfile and keyfile_secret:
+        create_private(keyfile, keyfile_text(keyfile_secret, repo.key))
     if save:
         state(ctx).settings.save_store(store)
     console.print(f"created store [bold]{store}[/] (id {repo.config.store_id})")
@@ -126,7 +126,7 @@ def list_backups(
 ) -> None:
     """List the store's backups (the catalog is synced from the store first); a chain's deltas are counted
     on the full before them unless --deltas."""
-    from drtool.catalog.listing import backup_listing, chain_text  # SQLModel: only `list` pays its import
+    from drtool.catalog.listing import backup_listing, chain_text, flag_entries  # SQLModel: only `list` pays
 
     app = state(ctx)
     repo = app.open_repo()
@@ -134,12 +134,14 @@ def list_backups(
     catalog.sync(repo)
     store_id = repo.config.store_id
     entries = backup_listing(catalog.backups(store_id), catalog.chain_links(store_id), with_deltas=deltas)
+    flag_entries(entries, repo.stored_times(), repo.max_skew)
     if as_json:
         print_json(entries)
         return
     table = Table("id", "finished", "status", "plugins", "size", "stored", "chain")
     for e in entries:
         status = e["status"] if not e["failed_plugins"] else f"{e['status']} ({e['failed_plugins']} failed)"
+        status = f"[red]FLAGGED[/] {status}" if e["flag"] else status
         stored = e["bytes_stored"] + ((e["chain"] or {}).get("deltas") or {}).get("bytes_stored", 0)
         table.add_row(
             e["id"],
@@ -151,6 +153,9 @@ def list_backups(
             chain_text(e),
         )
     console.print(table)
+    for e in entries:
+        if e["flag"]:
+            console.print(f"[red]{e['id']} is flagged: {e['flag']}[/] (chosen by nothing; docs/threat-model.md)")
 
 
 def show(
@@ -165,12 +170,14 @@ def show(
         data = manifest.model_dump()
         for a in data["artifacts"]:
             a["chunks"] = len(a["chunks"])
-        print_json(data)
+        print_json(data | {"stored": manifest.stored, "flag": manifest.flag, "key_generation": manifest.generation})
         return
     console.print(
         f"[bold]{manifest.id}[/] {manifest.status}  started {manifest.started}  finished {manifest.finished}"
         f"  host {manifest.hostname}"
     )
+    if manifest.flag:
+        console.print(f"[red]flagged: {manifest.flag}[/] (never chosen as latest; docs/threat-model.md)")
     for name, outcome in manifest.plugins.items():
         console.print(f"  plugin {name}: {outcome.status}" + (f" — {outcome.error}" if outcome.error else ""))
     table = Table("plugin", "artifact", "size", "chunks", "sha256", "sensitive")
@@ -205,6 +212,8 @@ def check(
             console.print(f"[red]missing pack {pack_id[:16]} (needed by {', '.join(backups)})[/]")
         for pack_id, err in report.damaged_packs.items():
             console.print(f"[red]damaged pack {pack_id[:16]}: {err}[/]")
+        for backup_id, why in report.flagged.items():
+            console.print(f"[red]backup {backup_id} is flagged: {why}[/]")
         for chunk_id, backups in report.missing_chunks.items():
             console.print(f"[red]missing chunk {chunk_id[:16]} (needed by {', '.join(backups)})[/]")
         for chunk_id, err in report.damaged_chunks.items():
@@ -284,6 +293,8 @@ def restore(
             parse_pairs(namespace_map, "namespace-map")  # each must be A=B
             options["namespace_map"] = ",".join(namespace_map)
         backup = repo.find_backup(backup_id) if at is None else find_point(repo, plugin, backup_id, at)
+        if isinstance(backup, Manifest) and backup.flag:  # named by its id: the operator's choice, said aloud
+            warn(f"backup {backup.id} is flagged: {backup.flag}")
         outcome = run_restore(
             repo,
             backup,

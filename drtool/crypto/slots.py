@@ -7,14 +7,21 @@ A slot is a small JSON document stored in the store under ``keys/<slot-id>``. Ki
   shares that are printed and kept offline. Removing the slot revokes every share of it.
 The wrapped master key is AES-256-GCM sealed with the slot id and store id as associated data, so a
 slot cannot be moved to another store or renamed.
+
+Anyone who can write ``keys/`` can plant a slot (docs/threat-model.md), so a slot is data to check, not to
+trust: its settings are bounded before any KDF runs (``check_slot``: Argon2 between RFC 9106's two
+recommended options), a version-2 slot carries an HMAC of its metadata under the master key
+(``authentic``), and the key a slot opens must be the store's (drtool/repo/keyring.py) before it is used.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import dataclasses
 import datetime as dt
 import json
+import re
 import secrets
 import zlib
 from typing import Any
@@ -22,11 +29,24 @@ from typing import Any
 from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
 
 from drtool.crypto import shamir
-from drtool.crypto.master import MasterKey, hkdf
+from drtool.crypto.master import MASTER_KEY_BYTES, SEAL_OVERHEAD, MasterKey, hkdf
 from drtool.errors import IntegrityError, UsageError, WrongKey
 
-SLOT_VERSION = 1
+SLOT_VERSION = 2  # 2: metadata authenticated by ``mac``; 1 (drtool 0.1): without it, still read
+READABLE_SLOT_VERSIONS = (1, 2)
+KINDS = ("passphrase", "keyfile", "recovery")
 ARGON2_DEFAULTS = {"memory_kib": 65536, "iterations": 3, "lanes": 4}
+# what a slot's Argon2 settings may be, so a planted slot can neither be cheap to try nor exhaust the reader:
+# memory x passes between RFC 9106's second recommended option (64 MiB, 3 passes) and its first (2 GiB, 1)
+ARGON2_BOUNDS = {"memory_kib": (65536, 2097152), "iterations": (1, 32), "lanes": (1, 16)}
+ARGON2_WORK = (65536 * 3, 2097152 * 1)
+SALT_BYTES = (16, 64)
+SLOT_ID = re.compile(r"^[0-9a-f]{8,32}$")
+_MAC_PURPOSE = "keyslot"
+
+
+class SlotRejected(Exception):
+    """A slot drtool will not use, and why (reported by name, then skipped)."""
 
 
 def _b64(data: bytes) -> str:
@@ -46,19 +66,36 @@ class KeySlot:
     kdf: dict[str, Any]
     wrapped: str  # base64(nonce || AES-GCM(master secret))
     version: int = SLOT_VERSION
+    mac: str = ""  # version 2: HMAC of the other fields under the master key's store-auth subkey
 
     def to_bytes(self) -> bytes:
-        return json.dumps(dataclasses.asdict(self), indent=1).encode()
+        fields = dataclasses.asdict(self)
+        if self.version == 1:
+            del fields["mac"]
+        return json.dumps(fields, indent=1).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes, name: str) -> KeySlot:
+        """The slot stored under ``name`` (``keys/<id>``); SlotRejected when it is not a slot this drtool reads."""
+        slot_id = name.rsplit("/", 1)[-1]
         try:
             raw = json.loads(data)
+            if not isinstance(raw, dict):
+                raise ValueError("not a JSON object")
+            version = raw.get("version")
+            if version not in READABLE_SLOT_VERSIONS:
+                raise SlotRejected(f"version {version!r} is not one this drtool reads ({READABLE_SLOT_VERSIONS})")
+            if version == 1 and "mac" in raw:
+                raise ValueError("a version-1 slot has no mac")
             slot = cls(**raw)
+            _require(all(isinstance(getattr(slot, f), str) for f in ("id", "kind", "label", "created", "wrapped")))
+            _require(isinstance(slot.kdf, dict) and isinstance(slot.mac, str))
+        except SlotRejected:
+            raise
         except (ValueError, TypeError) as exc:
-            raise IntegrityError(f"key slot {name} is malformed: {exc}") from None
-        if slot.version != SLOT_VERSION:
-            raise UsageError(f"key slot {name} has version {slot.version}", "upgrade drtool")
+            raise SlotRejected(f"malformed ({str(exc).splitlines()[0][:120]})") from None
+        if slot.id != slot_id or not SLOT_ID.match(slot.id):
+            raise SlotRejected(f"its id {slot.id!r} is not its name")
         return slot
 
     def summary(self) -> dict[str, Any]:
@@ -66,6 +103,66 @@ class KeySlot:
         if self.kind == "recovery":
             info["shares"] = f"{self.kdf['threshold']}-of-{self.kdf['count']}"
         return info
+
+    def signed_fields(self) -> bytes:
+        """What ``mac`` authenticates: every other field, canonically encoded."""
+        fields = dataclasses.asdict(self)
+        del fields["mac"]
+        return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+
+    def authentic(self, master: MasterKey) -> bool | None:
+        """Whether the slot's metadata (label, kind, settings) is what a holder of ``master`` wrote; None for a
+        version-1 slot, which carries no mac."""
+        if self.version == 1:
+            return None
+        return master.verify_mac(_MAC_PURPOSE, self.signed_fields(), self.mac)
+
+
+def _require(condition: bool) -> None:
+    if not condition:
+        raise ValueError("a field has the wrong type")
+
+
+def check_slot(slot: KeySlot) -> str | None:
+    """Why a slot of a kind this drtool opens must not be tried (bounds, shapes), or None. Checked before any
+    KDF runs: a planted slot can make opening neither cheap to brute-force nor slow or memory-hungry."""
+    if slot.kind not in KINDS:
+        return None  # not tried by any credential (another drtool's kind); listed, never opened
+    kdf = slot.kdf
+    try:
+        salt = _unb64(kdf["salt"])
+        wrapped = _unb64(slot.wrapped)
+    except (KeyError, TypeError, ValueError, binascii.Error):
+        return "its salt or wrapped key is not base64"
+    if not SALT_BYTES[0] <= len(salt) <= SALT_BYTES[1]:
+        return f"its salt is {len(salt)} bytes (allowed {SALT_BYTES[0]}..{SALT_BYTES[1]})"
+    if len(wrapped) != MASTER_KEY_BYTES + SEAL_OVERHEAD:
+        return f"its wrapped key is {len(wrapped)} bytes, not {MASTER_KEY_BYTES + SEAL_OVERHEAD}"
+    if slot.kind == "passphrase":
+        return _check_argon2(kdf)
+    if kdf.get("name") != "hkdf-sha256":
+        return f"kind {slot.kind} with KDF {kdf.get('name')!r}"
+    if slot.kind == "recovery":
+        threshold, count = kdf.get("threshold"), kdf.get("count")
+        if not (isinstance(threshold, int) and isinstance(count, int) and 1 <= threshold <= count <= 255):
+            return f"its share counts {threshold!r} of {count!r} are not 1 <= threshold <= count <= 255"
+    return None
+
+
+def _check_argon2(kdf: dict[str, Any]) -> str | None:
+    if kdf.get("name") != "argon2id":
+        return f"a passphrase slot with KDF {kdf.get('name')!r}"
+    for param, (low, high) in ARGON2_BOUNDS.items():
+        value = kdf.get(param)
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            return f"Argon2 {param} {value!r} is outside {low}..{high}"
+    work = kdf["memory_kib"] * kdf["iterations"]
+    if not ARGON2_WORK[0] <= work <= ARGON2_WORK[1]:
+        return (
+            f"Argon2 memory x iterations {work} KiB is outside {ARGON2_WORK[0]}..{ARGON2_WORK[1]} "
+            "(RFC 9106's recommended options)"
+        )
+    return None
 
 
 def _argon2(passphrase: str, salt: bytes, params: dict[str, Any]) -> bytes:
@@ -81,7 +178,9 @@ def _argon2(passphrase: str, salt: bytes, params: dict[str, Any]) -> bytes:
 def _make_slot(kind: str, label: str, kdf: dict[str, Any], wrap_key: bytes, master: MasterKey) -> KeySlot:
     slot_id = secrets.token_hex(4)
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return KeySlot(slot_id, kind, label, now, kdf, _b64(master.wrap(wrap_key, slot_id)))
+    slot = KeySlot(slot_id, kind, label, now, kdf, _b64(master.wrap(wrap_key, slot_id)))
+    slot.mac = master.mac(_MAC_PURPOSE, slot.signed_fields())
+    return slot
 
 
 def passphrase_slot(master: MasterKey, passphrase: str, label: str = "passphrase") -> KeySlot:
@@ -108,7 +207,7 @@ def recovery_slot(
     wrap = hkdf(recovery_secret, b"drtool v1 recovery slot", salt=salt)
     slot = _make_slot("recovery", label, kdf, wrap, master)
     split = shamir.split(recovery_secret, threshold, count)
-    return slot, [format_share(master.store_id, slot.id, threshold, x, y) for x, y in split]
+    return slot, [format_share(master.store_id, slot.id, threshold, x, y, master.key_check) for x, y in split]
 
 
 def unwrap(slot: KeySlot, store_id: str, wrap_key: bytes) -> MasterKey | None:
@@ -128,9 +227,13 @@ def open_with_keyfile(slot: KeySlot, store_id: str, keyfile_secret: bytes) -> Ma
     return unwrap(slot, store_id, wrap)
 
 
+def shares_for(slot: KeySlot, store_id: str, shares: list[str]) -> list[Share]:
+    """The shares among ``shares`` that belong to ``slot`` of this store."""
+    return [p for p in map(parse_share, shares) if p.store_id == store_id and p.slot_id == slot.id]
+
+
 def open_with_shares(slot: KeySlot, store_id: str, shares: list[str]) -> MasterKey | None:
-    parsed = [parse_share(s) for s in shares]
-    mine = [p for p in parsed if p.store_id == store_id and p.slot_id == slot.id]
+    mine = shares_for(slot, store_id, shares)
     if not mine:
         return None
     if len(mine) < slot.kdf["threshold"]:
@@ -144,35 +247,65 @@ def open_with_shares(slot: KeySlot, store_id: str, shares: list[str]) -> MasterK
 
 
 # --- keyfiles ---------------------------------------------------------------------------------------
+# Version 2 adds a line naming the store and the key check of the key it opens (docs/store-format.md), so
+# a key file never opens a key other than the one it was made for, even on a machine without a pin.
 
 KEYFILE_HEADER = "drtool-keyfile-v1"
+KEYFILE_HEADER_V2 = "drtool-keyfile-v2"
 
 
-def new_keyfile_text() -> tuple[str, bytes]:
+@dataclasses.dataclass(frozen=True)
+class KeyFile:
+    secret: bytes = dataclasses.field(repr=False)
+    store_id: str | None = None  # version 2
+    key_check: str | None = None  # version 2: the key check of the key generation its slot wraps
+
+
+def new_keyfile_text(master: MasterKey | None = None) -> tuple[str, bytes]:
+    """A new key file's text and secret; version 2, bound to ``master``, when it is given."""
     secret = secrets.token_bytes(32)
-    return f"{KEYFILE_HEADER}\n{_b64(secret)}\n", secret
+    return keyfile_text(secret, master), secret
 
 
-def parse_keyfile(text: str, path: str) -> bytes:
+def keyfile_text(secret: bytes, master: MasterKey | None = None) -> str:
+    if master is None:
+        return f"{KEYFILE_HEADER}\n{_b64(secret)}\n"
+    return f"{KEYFILE_HEADER_V2}\n{_b64(secret)}\nstore {master.store_id} key-check {master.key_check}\n"
+
+
+def read_keyfile(text: str, path: str) -> KeyFile:
     lines = text.strip().splitlines()
     try:
-        if lines[0] != KEYFILE_HEADER:
+        if lines[0] not in (KEYFILE_HEADER, KEYFILE_HEADER_V2):
             raise ValueError
         secret = _unb64(lines[1])
         if len(secret) != 32:
             raise ValueError
-        return secret
-    except (IndexError, ValueError):
+        if lines[0] == KEYFILE_HEADER:
+            return KeyFile(secret)
+        word, store_id, check_word, key_check = lines[2].split()
+        if (word, check_word) != ("store", "key-check") or not re.fullmatch(r"[0-9a-f]{32}", key_check):
+            raise ValueError
+        return KeyFile(secret, store_id, key_check)
+    except (IndexError, ValueError, binascii.Error):
         raise UsageError(
             f"{path} is not a drtool key file", "give the file written by `drtool key add --keyfile`"
         ) from None
 
 
+def parse_keyfile(text: str, path: str) -> bytes:
+    """The secret of a key file (either version)."""
+    return read_keyfile(text, path).secret
+
+
 # --- recovery shares ---------------------------------------------------------------------------------
 # Printable form, one line per share, checksummed so a typo is caught before interpolation:
-#   drtool-share-v1:<store id>:<slot id>:<threshold>:<x>:<base32 y>:<crc32 hex>
+#   drtool-share-v2:<store id>:<slot id>:<key check, 16 hex>:<threshold>:<x>:<base32 y>:<crc32 hex>
+# Version 1 (drtool 0.1) has no key check field and is still read.
 
 _SHARE_PREFIX = "drtool-share-v1"
+_SHARE_PREFIX_V2 = "drtool-share-v2"
+SHARE_KEY_CHECK_HEX = 16  # 64 bits: a share names the key it opens without making a printed line much longer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,10 +315,15 @@ class Share:
     threshold: int
     x: int
     y: bytes
+    key_check: str | None = None  # version 2: the first 16 hex digits of the key check
 
 
-def format_share(store_id: str, slot_id: str, threshold: int, x: int, y: bytes) -> str:
-    body = f"{_SHARE_PREFIX}:{store_id}:{slot_id}:{threshold}:{x}:{base64.b32encode(y).decode().rstrip('=')}"
+def format_share(store_id: str, slot_id: str, threshold: int, x: int, y: bytes, key_check: str | None = None) -> str:
+    y32 = base64.b32encode(y).decode().rstrip("=")
+    if key_check is None:
+        body = f"{_SHARE_PREFIX}:{store_id}:{slot_id}:{threshold}:{x}:{y32}"
+    else:
+        body = f"{_SHARE_PREFIX_V2}:{store_id}:{slot_id}:{key_check[:SHARE_KEY_CHECK_HEX]}:{threshold}:{x}:{y32}"
     return f"{body}:{zlib.crc32(body.encode()):08x}"
 
 
@@ -193,12 +331,20 @@ def parse_share(text: str) -> Share:
     text = "".join(text.split())  # shares may be printed with spaces or line breaks
     try:
         body, crc = text.rsplit(":", 1)
-        prefix, store_id, slot_id, threshold, x, y32 = body.split(":")
-        if prefix != _SHARE_PREFIX:
+        fields = body.split(":")
+        if fields[0] == _SHARE_PREFIX_V2 and len(fields) == 7:
+            store_id, slot_id, key_check, threshold, x, y32 = fields[1:]
+        elif fields[0] == _SHARE_PREFIX and len(fields) == 6:
+            store_id, slot_id, threshold, x, y32 = fields[1:]
+            key_check = None
+        else:
             raise ValueError
     except ValueError:
-        raise UsageError("a recovery share is malformed", f"shares look like {_SHARE_PREFIX}:...") from None
+        raise UsageError("a recovery share is malformed", f"shares look like {_SHARE_PREFIX_V2}:...") from None
     if f"{zlib.crc32(body.encode()):08x}" != crc.lower():
         raise UsageError(f"recovery share #{x} has a typo (checksum mismatch)", "re-type it from the printout")
-    y = base64.b32decode(y32 + "=" * (-len(y32) % 8))
-    return Share(store_id, slot_id, int(threshold), int(x), y)
+    try:
+        y = base64.b32decode(y32 + "=" * (-len(y32) % 8))
+        return Share(store_id, slot_id, int(threshold), int(x), y, key_check)
+    except (ValueError, binascii.Error):
+        raise UsageError(f"recovery share #{x} is malformed", "re-type it from the printout") from None

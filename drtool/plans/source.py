@@ -7,19 +7,18 @@ import datetime as dt
 from drtool.errors import NotFound
 from drtool.plans.schema import LatestBefore, Source
 from drtool.repo.manifest import Manifest
-from drtool.repo.repository import Repository
-
-
-def backup_time(backup_id: str) -> dt.datetime:
-    """When a backup started, from its id (``20261129T104500Z-1a2b3c``): no manifest read needed."""
-    return dt.datetime.strptime(backup_id.split("-")[0], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
+from drtool.repo.repository import Repository, flagged_note
+from drtool.repo.times import id_time, parse_time
 
 
 def resolve_backup(repo: Repository, source: Source, override: str | None = None) -> str:
     """The backup id ``source`` (or ``override``, a backup reference from the command line) names.
 
-    ``latest`` and ``latest-before`` read manifests newest first: deltas of a chain never count, and with
-    ``backup-set`` only backups of that set do.
+    ``latest`` and ``latest-before`` read manifests newest first: deltas of a chain never count, nor do
+    flagged backups (their stated times disagree with the store's clock, drtool/repo/times.py), and with
+    ``backup-set`` only backups of that set do. ``latest-before T`` is the newest backup that *finished*
+    before T: one that ran across T may hold state from after it, and a finish time is what the store's
+    clock vouches for (a start time is the writer's word alone).
     """
     return _choose(repo, source, override)[0]
 
@@ -43,11 +42,18 @@ def _choose(
     before = ref.latest_before if isinstance(ref, LatestBefore) else None
     if before is not None and before.tzinfo is None:
         before = before.replace(tzinfo=dt.UTC)
-    candidates = [i for i in repo.backup_ids() if before is None or backup_time(i) < before]
+    # a trusted manifest's id time is at most its finish time plus the skew (drtool/repo/times.py)
+    candidates = [i for i in repo.backup_ids() if before is None or id_time(i) < before + repo.max_skew]
+    seen: list[Manifest] = [] if read is None else read
     manifest = repo.newest_manifest(
-        candidates,  # a delta is restored through its chain's full (`--at`), never alone
-        lambda m: not m.is_delta and (not source.backup_set or m.backup_set == source.backup_set),
-        read,
+        candidates,
+        lambda m: (
+            not m.is_delta  # a delta is restored through its chain's full (`--at`), never alone
+            and m.trusted
+            and (before is None or parse_time(m.finished) < before)
+            and (not source.backup_set or m.backup_set == source.backup_set)
+        ),
+        seen,
     )
     if manifest is not None:
         return manifest.id, manifest
@@ -60,6 +66,6 @@ def _choose(
         if part
     )
     raise NotFound(
-        f"store {repo.backend.url} holds no backup{' ' + wanted if wanted else ''}",
+        f"store {repo.backend.url} holds no backup{' ' + wanted if wanted else ''}{flagged_note(seen)}",
         "see `drtool list`; run `drtool backup` first or change the plan's source",
     )

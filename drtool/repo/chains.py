@@ -239,7 +239,8 @@ class ChainReader:
             if self._links is None:
                 ids = [i for i in self.repo.backup_ids() if i not in self._known]
                 read = self.repo.manifests_newest_first(ids)
-                found = (Link.of(m) for m in (*self._known.values(), *read))
+                # a flagged manifest (its times disagree with the store's clock) never joins a chain
+                found = (Link.of(m) for m in (*self._known.values(), *read) if m.trusted)
                 self._links = [link for link in found if link is not None]
         return [link for link in self._links if link.plugin == plugin]
 

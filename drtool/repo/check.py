@@ -1,4 +1,5 @@
-"""`drtool check`: is every backup restorable? Finds missing, damaged and orphaned chunks.
+"""`drtool check`: is every backup restorable? Finds missing, damaged and orphaned chunks, and backups whose
+stated times disagree with the store's clock (flagged: possibly forged, drtool/repo/times.py).
 
 Without ``read_data`` it checks that every chunk a manifest names exists (names only, cheap: format 2
 reads the index and lists the packs); with it, every referenced chunk is downloaded, authenticated,
@@ -34,6 +35,8 @@ class CheckReport:
     chunks_present: int = 0
     chunks_read: int = 0
     bad_manifests: dict[str, str] = dataclasses.field(default_factory=dict)
+    # backups whose stated times disagree with the store's clock (drtool/repo/times.py): possibly forged
+    flagged: dict[str, str] = dataclasses.field(default_factory=dict)
     missing_chunks: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # chunk -> backups
     damaged_chunks: dict[str, str] = dataclasses.field(default_factory=dict)  # chunk -> error
     orphan_chunks: list[str] = dataclasses.field(default_factory=list)
@@ -48,7 +51,12 @@ class CheckReport:
     @property
     def ok(self) -> bool:
         return not (
-            self.bad_manifests or self.missing_chunks or self.damaged_chunks or self.bad_indexes or self.damaged_packs
+            self.bad_manifests
+            or self.flagged
+            or self.missing_chunks
+            or self.damaged_chunks
+            or self.bad_indexes
+            or self.damaged_packs
         )
 
     def to_json(self) -> dict[str, object]:
@@ -68,6 +76,8 @@ def check(
         except DrtoolError as exc:
             report.bad_manifests[backup_id] = exc.message
             continue
+        if manifest.flag:
+            report.flagged[backup_id] = manifest.flag
         for entry in manifest.artifacts:
             for chunk_id, _ in entry.chunks:
                 referenced.setdefault(chunk_id, []).append(backup_id)

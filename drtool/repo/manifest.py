@@ -7,7 +7,7 @@ import secrets
 from typing import Any, Literal
 
 import zstandard
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from drtool.errors import IntegrityError
 
@@ -78,10 +78,35 @@ class Manifest(BaseModel):
     stats: dict[str, int] = Field(default_factory=dict)
     kind: str = "full"  # "full" or "delta"; absent in older manifests (= full); added without a version bump
     chain: ChainLink | None = None
+    # what reading it from the store said, never written into it (Repository.get_manifest)
+    _stored: dt.datetime | None = PrivateAttr(default=None)  # when the store received it (its own clock)
+    _flag: str | None = PrivateAttr(default=None)  # why its stated times are not believed (drtool/repo/times.py)
+    _generation: int = PrivateAttr(default=0)  # the key generation that sealed it
 
     @property
     def is_delta(self) -> bool:
         return self.kind == "delta"
+
+    @property
+    def flag(self) -> str | None:
+        return self._flag
+
+    @property
+    def trusted(self) -> bool:
+        """Whether its times agree with the store's clock: only such backups are chosen or counted."""
+        return self._flag is None
+
+    @property
+    def stored(self) -> dt.datetime | None:
+        return self._stored
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    def mark(self, stored: dt.datetime | None, flag: str | None, generation: int) -> Manifest:
+        self._stored, self._flag, self._generation = stored, flag, generation
+        return self
 
     def encode(self) -> bytes:
         return zstandard.ZstdCompressor(level=6).compress(self.model_dump_json().encode())

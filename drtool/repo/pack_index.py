@@ -185,6 +185,7 @@ def load(backend: Backend, key: MasterKey, workers: int = 8) -> tuple[PackIndex,
 
 
 def hex_ids(entries: np.ndarray) -> list[str]:
-    """The chunk ids of ``entries`` as hex strings (``entries['id']`` would strip trailing zero bytes)."""
-    raw = entries["id"].tobytes()
+    """The chunk ids of ``entries`` (index rows, or a plain array of 32-byte ids such as prune's mark set)
+    as hex strings (``entries['id']`` would strip trailing zero bytes)."""
+    raw = (entries["id"] if entries.dtype.names else entries).tobytes()
     return [raw[i : i + 32].hex() for i in range(0, len(raw), 32)]

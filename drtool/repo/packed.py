@@ -64,9 +64,10 @@ class PackedStore:
         """A blob's plaintext, authenticated, decompressed and checked against its id."""
         entry = located.blob
         what = f"chunk {entry.chunk_id[:12]} (pack {located.pack_id[:12]})"
-        body = self.repo.key.unseal(BLOB, entry.chunk_id, blob)
+        body, sealer = self.repo.key.opener(BLOB, entry.chunk_id, blob)
         data = bytes(self.repo.codec.decode(entry.codec, body, what))
-        if len(data) != entry.plain_length or self.hasher(data) != entry.chunk_id:
+        hasher = self.hasher if sealer is self.repo.key else sealer.chunk_hasher(self.repo.config.chunk_id)
+        if len(data) != entry.plain_length or hasher(data) != entry.chunk_id:
             raise IntegrityError(f"{what}: content does not match its id")
         return data
 
@@ -213,7 +214,7 @@ class PackWriter:
         self.stats.add(bytes_stored=len(data))
         self._upload_slots.acquire()
         try:
-            future = self._upload_pool.submit(self.repo.backend.put, layout.pack(pack_id), data)
+            future = self._upload_pool.submit(self.repo.backend.put, layout.pack(pack_id), data, write_once=True)
         except BaseException:
             self._upload_slots.release()
             raise

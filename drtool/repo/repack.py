@@ -101,7 +101,7 @@ def repack(
     def ship(pack: PackBuilder) -> None:
         pack_id = layout.new_pack_id()
         data = pack.finish(store.repo.key, pack_id)
-        store.repo.backend.put(layout.pack(pack_id), data)
+        store.repo.backend.put(layout.pack(pack_id), data, write_once=True)
         written.append((pack_id, len(data), pack.entries))
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-repack") as pool:

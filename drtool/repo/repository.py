@@ -8,6 +8,8 @@ restore is ``drtool.repo.restore_context.PluginRestoreContext(repo, manifest, pl
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -15,23 +17,61 @@ from drtool.backends.backend import Backend
 from drtool.crypto import slots
 from drtool.crypto.credentials import Credentials
 from drtool.crypto.master import MANIFEST, MasterKey
-from drtool.errors import IntegrityError, NotFound, ObjectExists, UsageError
-from drtool.repo import layout, pack_index
+from drtool.errors import IntegrityError, NotFound, ObjectExists, UsageError, WrongKey
+from drtool.repo import keyring, layout, pack_index, times, unlock
 from drtool.repo.codec import Codec
 from drtool.repo.config import StoreConfig
 from drtool.repo.loose import LooseStore
 from drtool.repo.manifest import Manifest
 from drtool.repo.packed import PackedStore
+from drtool.repo.pins import Pin, PinStore
+
+log = logging.getLogger(__name__)
 
 
 class Repository:
-    def __init__(self, backend: Backend, config: StoreConfig, key: MasterKey, slot: slots.KeySlot | None) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        config: StoreConfig,
+        key: MasterKey,
+        slot: slots.KeySlot | None,
+        *,
+        trust: keyring.Trust | None = None,
+        max_skew: dt.timedelta = times.DEFAULT_MAX_SKEW,
+    ) -> None:
+        """A store opened with ``key``. Without ``trust`` (a plan step's process, handed a key drtool already
+        checked) the key's records are read from the store for its retired keys and gear table."""
         self.backend = backend
         self.config = config
         self.key = key
         self.unlocked_with = slot
+        self.trust = trust or keyring.attach_ring(key, keyring.read_records(backend)[0])
+        self.max_skew = max_skew
         self.codec = Codec(config.compression_level, config.chunker.max_size)
         self.chunks: LooseStore | PackedStore = PackedStore(self) if config.packed else LooseStore(self)
+
+    @property
+    def warnings(self) -> list[str]:
+        """What opening the store found and ignored (planted or malformed slots, records), one line each."""
+        return self.trust.warnings
+
+    @property
+    def gear(self) -> tuple[bytes | None, int]:
+        """The chunker's gear table: (byte permutation, seed) of this key generation, or the 32-bit seed of
+        a store made before keyed gear tables (docs/store-format.md)."""
+        if self.trust.gear == keyring.GEAR_KEYED:
+            return self.key.gear()
+        return None, self.key.chunker_seed
+
+    def require_current(self, action: str) -> None:
+        """Refuse to write with a key that `drtool key rotate` retired: what it writes, its holders read."""
+        if self.trust.retired_by:
+            raise WrongKey(
+                f"cannot {action}: this key was retired by `drtool key rotate` ({self.trust.retired_by}); it "
+                "opens backups written before then, and writes nothing",
+                "use a credential of the store's current key",
+            )
 
     # --- opening ----------------------------------------------------------------------------------
 
@@ -42,51 +82,82 @@ class Repository:
         passphrase: str | None = None,
         keyfile_secret: bytes | None = None,
         config: StoreConfig | None = None,
+        *,
+        pins: PinStore | None = None,
     ) -> Repository:
-        """Create a store with a fresh master key and its first key slot (passphrase and/or key file)."""
+        """Create a store with a fresh master key and its first key slot (passphrase and/or key file).
+
+        Write order: slots, then the key record (the key check, the config's hash, the gear table), then the
+        config: a store without its config does not exist yet."""
         if not (passphrase or keyfile_secret):
             raise UsageError("a new store needs a passphrase or a key file", "set DRTOOL_PASSPHRASE or --keyfile")
         if backend.exists(layout.CONFIG):
             raise UsageError(f"{backend.url} already holds a drtool store", "use it as it is, or pick another URL")
         backend.create()
         config = config or StoreConfig.new()
+        config_bytes = config.to_bytes()
         key = MasterKey.generate(config.store_id)
-        first = None
+        made = []
         if passphrase:
-            first = slots.passphrase_slot(key, passphrase)
-            backend.put(layout.key_slot(first.id), first.to_bytes(), exclusive=True)
+            made.append(slots.passphrase_slot(key, passphrase))
         if keyfile_secret:
-            kf = slots.keyfile_slot(key, keyfile_secret)
-            backend.put(layout.key_slot(kf.id), kf.to_bytes(), exclusive=True)
-            first = first or kf
-        # the config is written last: a store without it does not exist yet
-        backend.put(layout.CONFIG, config.to_bytes(), exclusive=True)
-        return cls(backend, config, key, first)
+            made.append(slots.keyfile_slot(key, keyfile_secret))
+        for slot in made:
+            backend.put(layout.key_slot(slot.id), slot.to_bytes(), exclusive=True)
+        root = keyring.root_record(key, config_bytes, keyring.GEAR_KEYED)
+        keyring.write_record(backend, root)
+        backend.put(layout.CONFIG, config_bytes, exclusive=True)  # last: a store without it does not exist yet
+        trust = keyring.establish(key, [root], config_bytes)
+        (pins or PinStore.default()).put(
+            Pin(config.store_id, 0, key.key_check, keyring.config_digest(config_bytes), made[0].id)
+        )
+        return cls(backend, config, key, made[0], trust=trust)
 
     @classmethod
     def read_config(cls, backend: Backend) -> StoreConfig:
+        return StoreConfig.from_bytes(cls.config_bytes(backend), backend.url)
+
+    @staticmethod
+    def config_bytes(backend: Backend) -> bytes:
         try:
-            return StoreConfig.from_bytes(backend.get(layout.CONFIG), backend.url)
+            return backend.get(layout.CONFIG)
         except NotFound:
             raise NotFound(f"no drtool store at {backend.url}", "run `drtool init --store URL` first") from None
 
     @classmethod
-    def open(cls, backend: Backend, credentials: Credentials) -> Repository:
-        config = cls.read_config(backend)
-        key, slot = credentials.unlock(config.store_id, cls.key_slots(backend))
-        return cls(backend, config, key, slot)
+    def open(
+        cls,
+        backend: Backend,
+        credentials: Credentials,
+        *,
+        pins: PinStore | None = None,
+        max_skew: dt.timedelta = times.DEFAULT_MAX_SKEW,
+    ) -> Repository:
+        """Open the store with the key ``credentials`` unlock, once it is shown to be the store's own
+        (drtool/repo/unlock.py); ``pins``: what this machine has seen of stores (default: the user's)."""
+        config_bytes = cls.config_bytes(backend)
+        config = StoreConfig.from_bytes(config_bytes, backend.url)
+        opened = unlock.unlock(backend, config.store_id, config_bytes, credentials, pins or PinStore.default())
+        return cls(backend, config, opened.key, opened.slot, trust=opened.trust, max_skew=max_skew)
 
     @staticmethod
     def key_slots(backend: Backend) -> list[slots.KeySlot]:
-        return [slots.KeySlot.from_bytes(backend.get(name), name) for name in sorted(backend.list(layout.KEYS))]
+        """The slots in ``keys/`` this drtool can read (``slot_listing`` also says which it cannot, and why)."""
+        return Repository.slot_listing(backend)[0]
+
+    @staticmethod
+    def slot_listing(backend: Backend) -> tuple[list[slots.KeySlot], dict[str, str]]:
+        """Every slot under ``keys/``: those that parse, and the others by id with the reason they are ignored."""
+        return unlock.slot_listing(backend)
 
     # --- key slots ----------------------------------------------------------------------------------
 
     def add_slot(self, slot: slots.KeySlot) -> None:
+        self.require_current("add a key slot")
         self.backend.put(layout.key_slot(slot.id), slot.to_bytes(), exclusive=True)
 
     def remove_slot(self, slot_id: str) -> None:
-        remaining = [s for s in self.key_slots(self.backend)]
+        remaining = self.key_slots(self.backend)
         if slot_id not in {s.id for s in remaining}:
             raise NotFound(f"no key slot {slot_id}", "`drtool key list` shows the slots")
         if len(remaining) == 1:
@@ -116,19 +187,31 @@ class Repository:
         return sorted(i for i in ids if i)
 
     def get_manifest(self, backup_id: str) -> Manifest:
+        """A backup's manifest, with what the store says of it: when it was stored, whether its stated times
+        agree (``Manifest.flag``), and which key generation sealed it."""
         if not layout.BACKUP_ID.match(backup_id):
             raise NotFound(
                 f"{backup_id!r} is not a backup id", "ids look like 20261129T104500Z-1a2b3c; see `drtool list`"
             )
         try:
-            blob = self.backend.get(layout.manifest(backup_id))
+            blob, stored = self.backend.get_timed(layout.manifest(backup_id))
         except NotFound:
             raise NotFound(f"backup {backup_id} not found in store {self.backend.url}", "see `drtool list`") from None
-        plain = self.key.unseal(MANIFEST, backup_id, blob)
+        plain, sealer = self.key.opener(MANIFEST, backup_id, blob)
         manifest = Manifest.decode(plain, backup_id)
         if manifest.store_id != self.config.store_id:
             raise IntegrityError(f"manifest {backup_id} belongs to store {manifest.store_id}")
-        return manifest
+        return manifest.mark(stored, self.judge(manifest, stored), sealer.generation)
+
+    def judge(self, manifest: Manifest, stored: dt.datetime | None) -> str | None:
+        """Why ``manifest``'s times are not believed, given when the store received it (drtool/repo/times.py)."""
+        chain_time = manifest.chain.last_time if manifest.chain else None
+        return times.suspicion(manifest.id, manifest.started, manifest.finished, stored, self.max_skew, chain_time)
+
+    def stored_times(self) -> dict[str, dt.datetime]:
+        """When the store received each manifest (one listing), by backup id."""
+        listed = ((layout.backup_id_of(n), t) for n, t in self.backend.list_timed(layout.MANIFESTS))
+        return {i: t for i, t in listed if i}
 
     def resolve(self, ref: str) -> str:
         """A backup id from an id, a unique id prefix, or ``latest`` (see ``find_backup``)."""
@@ -154,9 +237,12 @@ class Repository:
             if read is not None:
                 read.append(manifest)
             return manifest
-        newest = self.newest_manifest(self.backup_ids(), lambda m: not m.is_delta, read)
+        seen: list[Manifest] = [] if read is None else read
+        newest = self.newest_manifest(self.backup_ids(), lambda m: not m.is_delta and m.trusted, seen)
         if newest is None:
-            raise NotFound(f"store {self.backend.url} holds no backups yet", "run `drtool backup` first")
+            note = flagged_note(seen)
+            what = f"no backup to restore{note}" if note else "no backups yet"
+            raise NotFound(f"store {self.backend.url} holds {what}", NO_BACKUP_HINT)
         return newest
 
     def newest_manifest(
@@ -172,16 +258,40 @@ class Repository:
         each once; every manifest read (also those read ahead of the one the caller stops at) goes to ``read``.
 
         The newest manifest is usually the one wanted, so it is read alone; a follower's deltas can make the
-        newest full backup hundreds of manifests old, so the batches then grow to read those in parallel."""
+        newest full backup hundreds of manifests old, so the batches then grow to read those in parallel.
+        A manifest that does not open (damaged, or written with a key that is not the store's) is passed
+        over with a warning: anyone who can write ``manifests/`` could otherwise stop every `latest`."""
         ordered = ids[::-1]
         with ThreadPoolExecutor(max_workers=min(batch, 16)) as pool:
             start, size = 0, 1
             while start < len(ordered):
-                manifests = list(pool.map(self.get_manifest, ordered[start : start + size]))
+                opened = pool.map(self._readable_manifest, ordered[start : start + size])
+                manifests = [m for m in opened if m is not None]
                 if read is not None:
                     read.extend(manifests)
                 yield from manifests
                 start, size = start + size, min(2 * size, batch)
 
+    def _readable_manifest(self, backup_id: str) -> Manifest | None:
+        try:
+            return self.get_manifest(backup_id)
+        except IntegrityError as exc:
+            log.warning("backup %s passed over: %s", backup_id, exc.message)
+            return None
+
     def delete_manifest(self, backup_id: str) -> None:
         self.backend.delete(layout.manifest(backup_id))
+
+
+NO_BACKUP_HINT = "run `drtool backup` first, or name a backup by its id (`drtool list`)"
+
+
+def flagged_note(read: list[Manifest]) -> str:
+    """What to tell a user for whom `latest` found nothing: the flagged backups it passed over, if any."""
+    flagged = [m for m in read if not m.trusted]
+    if not flagged:
+        return ""
+    return (
+        f" ({len(flagged)} flagged backup(s) passed over, e.g. {flagged[0].id}: {flagged[0].flag}; a copied "
+        "store needs `max_clock_skew` raised, docs/threat-model.md)"
+    )

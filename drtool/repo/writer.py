@@ -47,7 +47,7 @@ class ArtifactWriter:
 
     def __init__(self, session: BackupSession, plugin: str, name: str, meta: Mapping[str, Any], sensitive: bool):
         self._session = session
-        self._chunker = StreamChunker(session.repo.config.chunker, session.repo.key.chunker_seed)
+        self._chunker = StreamChunker(session.repo.config.chunker, session.repo.gear)
         self._sha = hashlib.sha256()
         self._stream = session.chunks.stream()
         self._size = 0
@@ -170,6 +170,7 @@ class BackupSession:
         backup_id: str | None = None,
         shard: tuple[int, int] | None = None,
     ) -> None:
+        repo.require_current("write a backup")
         self.repo = repo
         self.backup_id = backup_id or new_backup_id()
         self.shard = shard
@@ -217,6 +218,8 @@ class BackupSession:
                     outcome = manifest.plugins.get(plugin)
                     usable = (
                         manifest.backup_set == self.backup_set
+                        and manifest.trusted  # a forged one must not lend its chunks to a genuine backup
+                        and manifest.generation == self.repo.key.generation  # chunk ids are per key
                         and not manifest.is_delta
                         and outcome is not None
                         and outcome.status == "ok"
