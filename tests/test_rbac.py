@@ -157,7 +157,7 @@ def test_backup_as_the_service_account_reads_the_whole_platform(platform: KubeLa
     source = {"kubeconfig": token_config}
     config = {"store": str(tmp_path / "store"), "catalog": str(tmp_path / "catalog.db"),
               "sources": {"kubernetes": source, "kueue": source}}  # fmt: skip
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(json.loads(json.dumps(config))))  # no YAML aliases
     (tmp_path / "passphrase").write_text(PASSPHRASE)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "DRTOOL_CONFIG": str(tmp_path / "config.yaml"),
            "DRTOOL_PASSPHRASE_FILE": str(tmp_path / "passphrase")}  # fmt: skip
@@ -233,7 +233,7 @@ def test_etcd_auth_offers_no_least_privilege_snapshot(
     config = {"store": str(tmp_path / "store"), "catalog": str(tmp_path / "catalog.db"),
               "sources": {"etcd": {"endpoints": etcd.client_url, "cacert": etcd.tls_ca,
                                    "cert": str(certs["root"].cert), "key": str(certs["root"].key)}}}  # fmt: skip
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(json.loads(json.dumps(config))))  # no YAML aliases
     (tmp_path / "passphrase").write_text(PASSPHRASE)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "DRTOOL_CONFIG": str(tmp_path / "config.yaml"),
            "DRTOOL_PASSPHRASE_FILE": str(tmp_path / "passphrase")}  # fmt: skip

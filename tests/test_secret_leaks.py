@@ -247,5 +247,5 @@ def test_no_seeded_secret_leaks_anywhere(
             data = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
             assert not _found(data, needles), (obj["Key"], _found(data, needles))
             objects += 1
-    assert objects > 10
+    assert objects >= 5  # config, key slot, key record, manifest, and the chunks' packs (or loose chunks)
     print(f"searched {len(needles)} needles in {len(outputs)} outputs, the catalog, TMPDIR and {objects} store objects")

@@ -31,14 +31,19 @@ class Catalog:
             url = f"sqlite:///{Path(url).expanduser()}"
         self.url = url
         self.engine = create_engine(url, pool_pre_ping=True)
-        try:
-            SQLModel.metadata.create_all(self.engine)
-            _runs.upgrade(self.engine)
-        except OperationalError as exc:
-            raise UsageError(
-                f"cannot open catalog {self._safe_url()}: {exc.orig}",
-                "check DRTOOL_CATALOG; the catalog is a cache and can be rebuilt",
-            ) from None
+        for attempt in range(3):
+            try:
+                SQLModel.metadata.create_all(self.engine)
+                _runs.upgrade(self.engine)
+                break
+            except OperationalError as exc:
+                raced = any(s in str(exc.orig) for s in ("already exists", "duplicate column"))
+                if raced and attempt < 2:
+                    continue  # another process (a plan's step, a second drtool) created it after we looked
+                raise UsageError(
+                    f"cannot open catalog {self._safe_url()}: {exc.orig}",
+                    "check DRTOOL_CATALOG; the catalog is a cache and can be rebuilt",
+                ) from None
 
     def close(self) -> None:
         """Release pooled connections (a server may go away before the garbage collector runs)."""

@@ -23,6 +23,7 @@ import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
+from drtool.environ import child_env
 from drtool.errors import DrtoolError, NotFound
 from drtool.lab.doctor import ISOLATION, TOOLCHAIN, Finding, needed, with_requirements
 from drtool.lab.provision import Provision
@@ -107,7 +108,7 @@ def stop_system_service(name: str) -> None:
         argv = ["service", name, "stop"]
     else:
         return
-    subprocess.run(argv, capture_output=True, timeout=120, check=False)
+    subprocess.run(argv, capture_output=True, timeout=120, check=False, env=child_env())
 
 
 def _why_missing(p: Provision, cannot_install: str | None) -> str:

@@ -96,7 +96,8 @@ class ReissueWatch:
         selector = f"involvedObject.kind=Certificate,involvedObject.name={name}"
         events = items(self.client, f"/api/v1/namespaces/{namespace}/events", {"fieldSelector": selector})
         said = [e for e in events if e.get("reason") == "Issuing"]
-        latest = max(said, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "", default=None)
+        why = [e for e in said if "successfully issued" not in str(e.get("message"))]  # the cause, not the outcome
+        latest = max(why or said, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "", default=None)
         return f"; cert-manager: {latest.get('message')}" if latest else ""
 
 
