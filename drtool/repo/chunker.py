@@ -2,12 +2,18 @@
 
 FastCDC decides a cut point from the bytes since the previous cut only, so cutting a sliding window and
 holding back its last (unterminated) piece gives exactly the chunks of cutting the whole stream at once.
+
+Each byte is copied once: the writes are collected (``bytes`` by reference, anything mutable copied, since
+the caller may reuse it) and joined into an immutable window, and the chunks handed on are views of that
+window. The window lives as long as one of its chunks is being hashed or sealed; the held-back piece is
+copied into the next window.
 """
 
 from __future__ import annotations
 
 from pyfastcdc import FastCDC
 
+from drtool.repo.chunks import Buffer
 from drtool.repo.config import ChunkerParams
 
 
@@ -20,26 +26,29 @@ class StreamChunker:
             normalized_chunking=params.normalized_chunking,
             seed=seed,
         )
-        self._window = 4 * params.max_size
-        self._buf = bytearray()
+        # two largest chunks: at least one certain cut per window; the held-back piece (an average chunk)
+        # copied again is 1/8 more copying, and a stream holds about three windows (writes, cutting, in flight)
+        self._window = 2 * params.max_size
+        self._pieces: list[bytes | memoryview] = []
+        self._pending = 0
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+    def feed(self, data: Buffer) -> list[memoryview]:
         """Take more input; return every chunk whose end is now certain (usually none: a cheap call)."""
-        self._buf += data
-        return self._cut(final=False) if len(self._buf) >= self._window else []
+        if data:
+            self._pieces.append(data if type(data) is bytes else bytes(data))
+            self._pending += len(self._pieces[-1])
+        return self._cut(final=False) if self._pending >= self._window else []
 
-    def finish(self) -> list[bytes]:
+    def finish(self) -> list[memoryview]:
         return self._cut(final=True)
 
-    def _cut(self, final: bool) -> list[bytes]:
-        if not self._buf:
+    def _cut(self, final: bool) -> list[memoryview]:
+        if not self._pending:
             return []
-        # the buffer cannot be resized while a view of it is alive: release it even when interrupted (a signal
-        # handler raising mid-cut), or the writes made while unwinding (tarfile's close) fail with BufferError
-        with memoryview(self._buf) as view:
-            cuts = [(c.offset, c.length) for c in self._cdc.cut_buf(view)]
-            if not final:
-                cuts.pop()  # the last piece ends at the window's edge, not at a cut point
-            chunks = [bytes(view[offset : offset + length]) for offset, length in cuts]
-        del self._buf[: sum(length for _, length in cuts)]
-        return chunks
+        pieces, self._pieces, self._pending = self._pieces, [], 0
+        window = memoryview(pieces[0] if len(pieces) == 1 else b"".join(pieces))
+        cuts = [(c.offset, c.length) for c in self._cdc.cut_buf(window)]
+        if not final:
+            offset, _ = cuts.pop()  # the last piece ends at the window's edge, not at a cut point
+            self._pieces, self._pending = [window[offset:]], len(window) - offset
+        return [window[offset : offset + length] for offset, length in cuts]
