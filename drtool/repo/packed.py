@@ -238,22 +238,26 @@ class PackWriter:
         self.stats.add(bytes_stored=len(data))
         self._upload_slots.acquire()
         try:
-            future = self._upload_pool.submit(self.repo.backend.put, layout.pack(pack_id), data)
+            future = self._upload_pool.submit(self._upload, layout.pack(pack_id), data)
         except BaseException:
             self._upload_slots.release()
             raise
-        future.add_done_callback(lambda done: self._uploaded(done, data))
+        future.add_done_callback(self._uploaded)
         with self._lock:
             self._uploads.append(future)
             self._shipped.append((pack_id, len(data), pack.entries))
 
-    def _uploaded(self, future: Future[None], data: bytearray) -> None:
+    def _upload(self, name: str, data: bytearray) -> None:
+        """PUT a pack, then offer its buffer for a next pack. Here, not in a done-callback: the futures stay
+        listed until ``flush``, and a callback holding the buffer would keep every pack's memory alive."""
+        self.repo.backend.put(name, data)
+        self.recycle(data)
+
+    def _uploaded(self, future: Future[None]) -> None:
         self._upload_slots.release()
         exc = future.exception() if not future.cancelled() else None
         if exc is not None and self._failure is None:
             self._failure = exc
-        if exc is None and not future.cancelled():
-            self.recycle(data)
 
     def raise_failure(self) -> None:
         if self._failure is not None:
