@@ -57,7 +57,8 @@ def test_injected_5xx_are_retried_and_never_leave_a_torn_backup(
             assert_clean_error(proc, 3)
         outcomes.append(proc.returncode)
     fault_proxy.configure()
-    assert fault_proxy.injected >= 10, fault_proxy.injected  # the faults really happened
+    # the faults really happened: format 2 makes about 80 requests per backup here (packs), so 8 % is ~6 each
+    assert fault_proxy.injected >= 5, fault_proxy.injected
     assert outcomes.count(0) >= 3, outcomes  # retries with backoff absorb an 8% error rate
     assert all(b["status"] == "complete" for b in _listed(cli).values())
     _assert_store_clean(cli)
@@ -95,13 +96,14 @@ def test_store_that_stays_down_fails_clearly_and_the_next_run_completes(
     _assert_store_clean(cli)
 
 
-def _wait_for_objects(server: MinioServer, bucket: str, count: int, timeout: float = 120) -> None:
+def _wait_for_objects(server: MinioServer, bucket: str, prefix: str, count: int, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if server.client().list_objects_v2(Bucket=bucket, MaxKeys=count).get("KeyCount", 0) >= count:
+        listed = server.client().list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=count)
+        if listed.get("KeyCount", 0) >= count:
             return
         time.sleep(0.05)
-    raise AssertionError(f"fewer than {count} objects reached {bucket} in {timeout}s")
+    raise AssertionError(f"fewer than {count} objects reached {bucket}/{prefix} in {timeout}s")
 
 
 @pytest.fixture
@@ -117,7 +119,7 @@ def test_minio_stopped_mid_upload_then_restarted(cli: Cli, tmp_path: Path, own_m
     cli.env.update(own_minio.env())
     cli("init", "--store", "s3://outage/dr", check=True)
     proc = cli.popen("backup", "-p", "files", "--json")
-    _wait_for_objects(own_minio, "outage", 30)  # a fifth of the chunks have landed: well inside the upload
+    _wait_for_objects(own_minio, "outage", "dr/packs/", 3)  # 3 of 10 packs landed: well inside the upload
     own_minio.stop()
     _, err = proc.communicate(timeout=180)
     assert proc.returncode == 3, err
