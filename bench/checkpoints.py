@@ -112,7 +112,7 @@ def plain_copy(client: Any, src: str, dst: str, keys: list[str]) -> tuple[float,
 
 
 def empty(client: Any, bucket: str, prefix: str = "") -> None:
-    """Delete what a run left in ``bucket`` (keeps the disk use of a 4 GiB run near 4 copies, not 13)."""
+    """Delete what a run left in ``bucket`` (keeps the disk use of a run near 4 copies of the data, not 13)."""
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
         if keys:
@@ -159,6 +159,7 @@ def main() -> None:
             t, cpu = plain_copy(client, "source", f"copy-{r}", keys)
             runs["copy"].append(t)
             runs["cpu_copy"].append(cpu)
+            empty(client, f"copy-{r}")  # each copy deleted once measured: the disk is shared
             store = f"s3://store/run-{r}"
             config = work / f"config-{r}.yaml"
             config.write_text(yaml.safe_dump({"store": store, "sources": {"checkpoints": src}}))
@@ -177,6 +178,7 @@ def main() -> None:
             runs["restore"].append(t)
             runs["rss_r"].append(rss)
             runs["cpu_r"].append(cpu)
+            empty(client, f"restore-{r}")
             restic_repo = f"s3:{env['AWS_ENDPOINT_URL']}/store/restic-{r}"
             renv2 = env | {"RESTIC_PASSWORD": PASS, "RESTIC_REPOSITORY": restic_repo}
             subprocess.run([restic, "init", "-q"], env=renv2, check=True, capture_output=True)
@@ -191,8 +193,6 @@ def main() -> None:
             runs["cpu_restic_r"].append(cpu)
             subprocess.run(["rm", "-rf", str(restored)], check=True)
             empty(client, "store", f"restic-{r}/")
-            empty(client, f"copy-{r}")
-            empty(client, f"restore-{r}")
             if r + 1 < args.runs:
                 empty(client, "store", f"run-{r}/")
             last_env = renv

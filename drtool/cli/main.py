@@ -26,6 +26,7 @@ from drtool.cli import (
 )
 from drtool.cli.state import AppState, console, print_json
 from drtool.errors import INTERRUPTED, DrtoolError
+from drtool.memory import limit_malloc_arenas
 
 app = typer.Typer(
     help="Disaster-recovery backup and restore for AI platforms on Kubernetes.",
@@ -92,6 +93,7 @@ follow_cmds.register(app)
 
 
 def main() -> None:
+    limit_malloc_arenas()  # before any thread: bounded restore memory (drtool/memory.py)
     try:
         code = app(standalone_mode=False)  # returns typer.Exit's code instead of raising it
         if isinstance(code, int):

@@ -219,14 +219,13 @@ class MasterKey:
             return lambda data: blake3.blake3(data, key=key).hexdigest()
         raise ValueError(f"unknown chunk id algorithm {algorithm!r}")
 
-    def seal_fresh(self, kind: str, name: str, data: bytes | bytearray | memoryview) -> bytearray:
-        """Like ``seal``, into one new buffer (no concatenation copy): the data path seals every byte stored."""
+    def seal_into(self, kind: str, name: str, data: bytes | bytearray | memoryview, out: memoryview) -> None:
+        """Like ``seal``, written into ``out`` (``len(data) + SEAL_OVERHEAD`` bytes): the data path seals every
+        byte it stores straight into the pack being built, with no buffer of its own to allocate and copy."""
         nonce = os.urandom(NONCE_BYTES)
-        out = bytearray(NONCE_BYTES + len(data) + 16)
         out[:NONCE_BYTES] = nonce
         aad = associated_data(kind, self.store_id, name)
-        AESGCM(self._aead_key).encrypt_into(nonce, data, aad, memoryview(out)[NONCE_BYTES:])
-        return out
+        AESGCM(self._aead_key).encrypt_into(nonce, data, aad, out[NONCE_BYTES:])
 
     def seal(self, kind: str, name: str, data: bytes) -> bytes:
         """``data`` sealed as the object ``name`` of ``kind`` in this key's store."""

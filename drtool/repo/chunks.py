@@ -6,12 +6,23 @@ Everything above this interface (manifests, sessions, plugins' streams) is the s
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
 ChunkRef = tuple[str, int]  # (chunk id, plaintext length), as a manifest lists them
-Read = Callable[[], list[bytes]]  # fetches, authenticates and re-hashes some consecutive chunks
+Verified = tuple[str, bytes]  # (chunk id, plaintext) whose content was re-hashed and found to match the id
+Buffer = bytes | bytearray | memoryview
+
+
+@dataclasses.dataclass(frozen=True)
+class Fetch:
+    """Some consecutive chunks of an artifact that one request fetches (a ranged GET of a pack, or one loose
+    chunk); ``size`` is their plaintext bytes, what a reader holds once they are opened."""
+
+    size: int
+    run: Callable[[], list[Verified]]
 
 
 class Stats:
@@ -30,7 +41,9 @@ class Stats:
 class ChunkStream(Protocol):
     """The chunks of one artifact, in order."""
 
-    def add(self, chunk: bytes) -> None: ...
+    def add(self, chunk: Buffer) -> None:
+        """Take a chunk; it must not change afterwards (the chunker hands over views of immutable windows)."""
+        ...
 
     def finish(self) -> list[ChunkRef]:
         """Every chunk handed over (not yet necessarily durable: ``ChunkWriter.flush`` makes it so)."""
@@ -58,7 +71,7 @@ class ChunkWriter(Protocol):
 class ChunkStore(Protocol):
     def writer(self, stats: Stats, workers: int) -> ChunkWriter: ...
 
-    def reads(self, chunks: list[ChunkRef]) -> Iterator[Read]:
+    def reads(self, chunks: list[ChunkRef]) -> Iterator[Fetch]:
         """The fetches that yield ``chunks`` in order, each run on a reader's thread pool."""
         ...
 

@@ -16,19 +16,17 @@ from drtool.crypto.master import CHUNK
 from drtool.errors import IntegrityError, NotFound
 from drtool.repo import layout
 from drtool.repo.chunk_index import ChunkIndex
-from drtool.repo.chunks import ChunkRef, Read, Stats
+from drtool.repo.chunks import Buffer, ChunkRef, Fetch, Stats
 
 if TYPE_CHECKING:
     from drtool.repo.repository import Repository
 
 
 class LooseStore:
-    readahead = 8  # chunks fetched ahead per artifact stream
-
     def __init__(self, repo: Repository) -> None:
         self.repo = repo
 
-    def encode(self, chunk_id: str, data: bytes | memoryview) -> bytes:
+    def encode(self, chunk_id: str, data: Buffer) -> bytes:
         codec, payload = self.repo.codec.encode(data)
         return self.repo.key.seal(CHUNK, chunk_id, bytes([codec]) + bytes(payload))
 
@@ -42,7 +40,7 @@ class LooseStore:
     def has(self, chunk_id: str) -> bool:
         return self.repo.backend.exists(layout.chunk(chunk_id))
 
-    def put(self, chunk_id: str, data: bytes | memoryview, index: ChunkIndex) -> int:
+    def put(self, chunk_id: str, data: Buffer, index: ChunkIndex) -> int:
         """Store a chunk unless ``index`` says it is there; returns the bytes written (0 if deduplicated)."""
         if chunk_id in index:
             return 0
@@ -71,9 +69,9 @@ class LooseStore:
     def writer(self, stats: Stats, workers: int) -> LooseWriter:
         return LooseWriter(self, stats, workers)
 
-    def reads(self, chunks: list[ChunkRef]) -> Iterator[Read]:
-        for chunk_id, _ in chunks:
-            yield lambda cid=chunk_id: [self.get(cid)]
+    def reads(self, chunks: list[ChunkRef]) -> Iterator[Fetch]:
+        for chunk_id, length in chunks:
+            yield Fetch(length, lambda cid=chunk_id: [(cid, self.get(cid))])
 
     def missing(self, chunk_ids: set[str], workers: int) -> list[str]:
         with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -105,13 +103,13 @@ class LooseWriter:
     def __contains__(self, chunk_id: str) -> bool:
         return chunk_id in self._index
 
-    def submit(self, data: bytes) -> Future[ChunkRef]:
+    def submit(self, data: Buffer) -> Future[ChunkRef]:
         self._slots.acquire()
         future = self._pool.submit(self._store_chunk, data)
         future.add_done_callback(lambda _: self._slots.release())
         return future
 
-    def _store_chunk(self, data: bytes) -> ChunkRef:
+    def _store_chunk(self, data: Buffer) -> ChunkRef:
         chunk_id = self._store.repo.key.chunk_id(data)
         with self._seen_lock:
             upload = self._seen.get(chunk_id)
@@ -144,7 +142,7 @@ class LooseStream:
         self._writer = writer
         self._futures: list[Future[ChunkRef]] = []
 
-    def add(self, chunk: bytes) -> None:
+    def add(self, chunk: Buffer) -> None:
         self._futures.append(self._writer.submit(chunk))
 
     def finish(self) -> list[ChunkRef]:

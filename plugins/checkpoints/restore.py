@@ -2,7 +2,7 @@
 
 A trainer resumes from a checkpoint once its marker (``.metadata``, the safetensors index, ``COMPLETE``...)
 is there, so those are written only after every other object of the checkpoint landed and was verified
-(the store's SHA-256 is checked at the end of each object's stream, before the upload completes). A
+(the store checks each object's chunks and length at the end of its stream, before the upload completes). A
 checkpoint whose restore fails has what this run wrote of it removed again. Re-running is idempotent:
 objects already equal (by the SHA-256 drtool stored with them, or by re-reading) are left alone; objects
 that differ are refused unless ``overwrite=true``.
@@ -106,7 +106,7 @@ def target_sha256(loc: Location, key: str, size: int) -> str | None:
 
 class _Exact:
     """The artifact stream as a file for uploaders: reads one byte past the end so the reader's
-    whole-artifact SHA-256 check runs (and raises) before the upload completes."""
+    end-of-stream check runs (and raises) before the upload completes."""
 
     def __init__(self, reader: Any, size: int) -> None:
         self._reader, self._left = reader, size
