@@ -350,8 +350,8 @@ def test_a_training_rehearsal_reports_the_recovery_point_in_steps_and_time_lost(
         )
         args = ["rehearse", "--plan", str(plan), "--source-lab", source.name, "--out", str(tmp_path / "reports")]
         proc = cli("--store", repo.backend.url, *args, env={"DRTOOL_LAB_DIR": str(lab_root)})
-    finally:
-        source.down()
+    finally:  # the rehearsal started the source again in its own process: stop what the lab's state now names
+        (Lab.load(source.name, lab_root) if source.state_file.exists() else source).down()
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     out = " ".join(proc.stdout.split())
     assert "training mlp: resumed from step 20, step 30 torn; at least 10 steps and" in out, out
