@@ -19,7 +19,10 @@ Prune treats the chunks of uncommitted parts as live, and removes the parts of c
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import socket
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +43,8 @@ from drtool.repo.writer import DEFAULT_LOCK_WAIT, BackupSession, merge_facts
 if TYPE_CHECKING:
     from drtool.catalog import Catalog
 
+log = logging.getLogger(__name__)
+
 
 class ShardPart(BaseModel):
     """One worker's share of a sharded backup: its plugins' outcomes and artifacts, as a manifest holds them."""
@@ -49,6 +54,27 @@ class ShardPart(BaseModel):
     index: int
     count: int
     manifest: Manifest
+
+
+@dataclasses.dataclass(frozen=True)
+class Published:
+    """A published sharded backup; ``published_at`` (``time.monotonic()``) only if this call wrote the manifest."""
+
+    manifest: Manifest
+    published_at: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardOutcome:
+    """What one worker of a sharded backup did: the backup if it is published, and what the commit cost.
+
+    ``commit_seconds`` is measured where the commit happens, from this worker's part written to the manifest it
+    published (reading the N parts, merging them, the lock, the manifest's PUT); None unless this worker
+    published. The job's clean-up afterwards is not part of it (the backup is visible by then).
+    """
+
+    manifest: Manifest | None
+    commit_seconds: float | None = None
 
 
 def check_job(job: str, index: int, count: int) -> None:
@@ -99,11 +125,12 @@ def run_shard_backup(
     progress: Progress | None = None,
     lock_wait: float = DEFAULT_LOCK_WAIT,
     catalog: Catalog | None = None,
-) -> Manifest | None:
-    """Back up worker ``index``'s share, then commit if every part is there. Returns the manifest if this call
-    (or an earlier one) published the backup, None while parts are still missing."""
+) -> ShardOutcome:
+    """Back up worker ``index``'s share, then commit if every part is there. The outcome holds the manifest if
+    this call (or an earlier one) published the backup, None while parts are still missing."""
     check_job(job, index, count)
     backup_id = job_backup_id(repo, job)
+    part_written: float | None = None
     if index not in read_parts(repo, job) and not _published(repo, backup_id):
         with BackupSession(
             repo, backup_set=backup_set, tags=tags, progress=progress, lock_wait=lock_wait,
@@ -117,10 +144,17 @@ def run_shard_backup(
             # ObjectExists: a rerun of this index raced an earlier attempt that finished; either part is whole
             with contextlib.suppress(ObjectExists):
                 _put(repo, layout.job_part(job, index), f"{job}/{index}", part.model_dump_json().encode())
-    manifest = commit(repo, plugins, job, count, lock_wait=lock_wait)
-    if manifest is not None and catalog is not None:
-        catalog.record(manifest)
-    return manifest
+            part_written = time.monotonic()
+    done = commit(repo, plugins, job, count, lock_wait=lock_wait)
+    if done is None:
+        return ShardOutcome(None)
+    if catalog is not None:
+        catalog.record(done.manifest)
+    if done.published_at is None or part_written is None:
+        return ShardOutcome(done.manifest)
+    seconds = done.published_at - part_written
+    log.info("published backup %s from %d part(s): %.3f s after this worker's part", done.manifest.id, count, seconds)
+    return ShardOutcome(done.manifest, seconds)
 
 
 def _published(repo: Repository, backup_id: str) -> bool:
@@ -129,11 +163,11 @@ def _published(repo: Repository, backup_id: str) -> bool:
 
 def commit(
     repo: Repository, plugins: Sequence[Plugin], job: str, count: int, *, lock_wait: float = DEFAULT_LOCK_WAIT
-) -> Manifest | None:
+) -> Published | None:
     """Publish the job's backup once all ``count`` parts are written; None while some are missing."""
     backup_id = job_backup_id(repo, job)
     if _published(repo, backup_id):
-        return repo.get_manifest(backup_id)
+        return Published(repo.get_manifest(backup_id))
     parts = read_parts(repo, job)
     if sorted(parts) != list(range(count)):
         return None
@@ -145,9 +179,10 @@ def commit(
         except DrtoolError:
             if not _published(repo, backup_id):
                 raise
-            return repo.get_manifest(backup_id)  # another worker committed first
+            return Published(repo.get_manifest(backup_id))  # another worker committed first
+        published_at = time.monotonic()
     remove_job(repo, job)
-    return manifest
+    return Published(manifest, published_at)
 
 
 def merge(backup_id: str, parts: list[ShardPart], plugins: Mapping[str, Plugin]) -> Manifest:

@@ -52,7 +52,7 @@ def shard_backup(
     check_job(job, shard, count)
     repo = app_state.open_repo()
     with progress() as prog:
-        manifest = run_shard_backup(
+        outcome = run_shard_backup(
             repo,
             [get_plugin(n) for n in names],
             sources,
@@ -64,9 +64,12 @@ def shard_backup(
             progress=prog,
             catalog=app_state.open_catalog(),
         )
+    manifest = outcome.manifest
     facts = {"job": job, "index": shard, "count": count, "published": manifest is not None}
     if manifest is not None:
         facts |= {"id": manifest.id, "status": manifest.status, "stats": manifest.stats}
+    if outcome.commit_seconds is not None:
+        facts["commit_seconds"] = round(outcome.commit_seconds, 4)
     if as_json:
         print_json(facts)
     elif manifest is None:
