@@ -15,7 +15,6 @@ is recorded with every figure. Results go to bench/results/checkpoints-<time>.js
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import statistics
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from machine import REPO, machine_facts
+from machine import machine_facts, write_results
 
 from drtool.lab.build import go_binary
 from drtool.lab.lab import Lab
@@ -119,6 +118,19 @@ def empty(client: Any, bucket: str, prefix: str = "") -> None:
             client.delete_objects(Bucket=bucket, Delete={"Objects": keys})
 
 
+def start_minio(work: Path) -> tuple[Lab, dict[str, str]]:
+    """A lab MinIO under ``work``, and the environment drtool's child processes run with: its credentials,
+    the checkpoints plugin only, a passphrase and a HOME of their own (bench/scale_out.py uses it too)."""
+    work.mkdir(parents=True, exist_ok=True)
+    labs = Path(tempfile.mkdtemp(dir=work, prefix="labs-"))
+    env = {**os.environ, "DRTOOL_LAB_DIR": str(labs), "DRTOOL_PASSPHRASE": PASS, "HOME": str(work / "home")}
+    env["DRTOOL_PLUGINS"] = "checkpoints"
+    os.environ["DRTOOL_LAB_DIR"] = str(labs)
+    lab = Lab("bench", root=labs)
+    lab.up(["minio"])
+    return lab, env | lab["minio"].env()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--size-gib", type=float, default=4.0)
@@ -129,15 +141,8 @@ def main() -> None:
     total = int(args.size_gib * 1024) * MiB
     shard_size = total // args.shards
     work = Path(args.workdir)
-    work.mkdir(parents=True, exist_ok=True)
-    labs = Path(tempfile.mkdtemp(dir=work, prefix="labs-"))
-    env = {**os.environ, "DRTOOL_LAB_DIR": str(labs), "DRTOOL_PASSPHRASE": PASS, "HOME": str(work / "home")}
-    env["DRTOOL_PLUGINS"] = "checkpoints"
-    os.environ["DRTOOL_LAB_DIR"] = str(labs)
-    lab = Lab("bench", root=labs)
-    lab.up(["minio"])
+    lab, env = start_minio(work)
     minio = lab["minio"]
-    env |= minio.env()
     client = minio.client()
     results: dict[str, Any] = {"machine": machine_facts(), "size_bytes": total, "shards": args.shards, "runs": {}}
     disk = work / "disk"
@@ -234,10 +239,7 @@ def main() -> None:
             "size_gib": gib,
         }
         print(json.dumps(results["summary"], indent=2))
-        out_dir = REPO / "bench" / "results"
-        out_dir.mkdir(exist_ok=True)
-        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-        (out_dir / f"checkpoints-{stamp}.json").write_text(json.dumps(results, indent=2))
+        write_results("checkpoints", results)
     finally:
         lab.down()
         subprocess.run(["rm", "-rf", str(work)], check=False)

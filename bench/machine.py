@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import os
 import platform
 import subprocess
@@ -40,3 +42,12 @@ def machine_facts() -> dict[str, Any]:
         "drtool": command_output([sys.executable, "-m", "drtool", "version"]),
         "drtool_git": command_output(["git", "-C", str(REPO), "describe", "--always", "--dirty"]),
     }
+
+
+def write_results(name: str, results: dict[str, Any]) -> Path:
+    """Keep a run's raw figures as ``bench/results/<name>-<UTC time>.json`` (git-ignored)."""
+    out_dir = REPO / "bench" / "results"
+    out_dir.mkdir(exist_ok=True)
+    out = out_dir / f"{name}-{dt.datetime.now(dt.UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
+    out.write_text(json.dumps(results, indent=2))
+    return out
