@@ -1,5 +1,5 @@
 """`drtool shard backup|restore`: one worker of a sharded backup or restore, as a Kubernetes Indexed Job runs
-it (manifests/sharded-backup-job.yaml; docs/scaling.md). Every worker runs the same command; the Job gives
+it (manifests/sharded/job-backup-checkpoints.yaml; docs/scaling.md). Every worker runs the same command; the Job gives
 each its JOB_COMPLETION_INDEX."""
 
 from __future__ import annotations
