@@ -100,15 +100,15 @@ def test_large_object_is_read_in_ranges_and_restores_bit_identical(
 
 
 class _ReplaceAfterFirstRange:
-    """Wraps S3Location.read_range: after the first range of ``key`` was read, the trainer writes the object
+    """Wraps S3Location.read_blocks: after the first range of ``key`` was read, the trainer writes the object
     anew (``times`` times). With one range in flight no other GET of it is open at that moment."""
 
     def __init__(self, minio: MinioServer, bucket: str, key: str, times: int) -> None:
         self.minio, self.bucket, self.key, self.times = minio, bucket, key, times
-        self.real = loc_mod.S3Location.read_range
+        self.real = loc_mod.S3Location.read_blocks
         self.replaced = 0
 
-    def __call__(self, loc: Any, key: str, start: int, length: int, etag: str = "") -> bytes:
+    def __call__(self, loc: Any, key: str, start: int, length: int, etag: str = "") -> list[bytes]:
         data = self.real(loc, key, start, length, etag)
         if key.endswith(self.key) and start == 0 and etag and self.replaced < self.times:
             self.replaced += 1
@@ -130,7 +130,7 @@ def test_object_replaced_between_ranges_makes_the_copy_torn(
     put_large(minio, bucket, "run/step-2/model.bin", np.random.default_rng(0).bytes(8 * MiB), crc32=True)
     s3(minio).put_object(Bucket=bucket, Key="ck/run/step-2/COMPLETE", Body=b"")
     hook = _ReplaceAfterFirstRange(minio, bucket, "model.bin", times)
-    monkeypatch.setattr(loc_mod.S3Location, "read_range", lambda loc, *a, **kw: hook(loc, *a, **kw))
+    monkeypatch.setattr(loc_mod.S3Location, "read_blocks", lambda loc, *a, **kw: hook(loc, *a, **kw))
     options = {"ranged_threshold": "2MiB", "range_size": "1MiB", "ranges_in_flight": 1, "retries": retries}
     manifest, meta = backup(repo, source(minio, bucket, **options))
     if times == 1:
@@ -152,15 +152,15 @@ def test_damaged_range_fails_the_source_checksum(
 ) -> None:
     put_large(minio, bucket, "run/step-3/model.bin", np.random.default_rng(3).bytes(6 * MiB), crc32=crc32)
     s3(minio).put_object(Bucket=bucket, Key="ck/run/step-3/COMPLETE", Body=b"")
-    real = loc_mod.S3Location.read_range
+    real = loc_mod.S3Location.read_blocks
 
-    def damaged_in_transit(loc: Any, key: str, start: int, length: int, etag: str = "") -> bytes:
-        data = real(loc, key, start, length, etag)
+    def damaged_in_transit(loc: Any, key: str, start: int, length: int, etag: str = "") -> list[bytes]:
+        blocks = real(loc, key, start, length, etag)
         if start == 2 * MiB:
-            data = data[:100] + bytes([data[100] ^ 1]) + data[101:]
-        return data
+            blocks[0] = blocks[0][:100] + bytes([blocks[0][100] ^ 1]) + blocks[0][101:]
+        return blocks
 
-    monkeypatch.setattr(loc_mod.S3Location, "read_range", damaged_in_transit)
+    monkeypatch.setattr(loc_mod.S3Location, "read_blocks", damaged_in_transit)
     options = {"ranged_threshold": "1MiB", "range_size": "1MiB"}
     with pytest.raises(SourceError) as err:
         backup(repo, source(minio, bucket, **options))
@@ -190,19 +190,19 @@ def test_bytes_fetched_ahead_stay_within_one_budget(
             in_flight["peak"] = max(in_flight["peak"], in_flight["now"])
             in_flight["budget_peak"] = max(in_flight["budget_peak"], budget.used)
 
-    real_range, real_read = loc_mod.S3Location.read_range, ranged.RangedStream.read
+    real_blocks, real_read = loc_mod.S3Location.read_blocks, ranged.RangedStream.read
 
-    def fetched(loc: Any, key: str, start: int, length: int, etag: str = "") -> bytes:
-        data = real_range(loc, key, start, length, etag)
-        count(len(data))
-        return data
+    def fetched(loc: Any, key: str, start: int, length: int, etag: str = "") -> list[bytes]:
+        blocks = real_blocks(loc, key, start, length, etag)
+        count(sum(map(len, blocks)))
+        return blocks
 
     def consumed(stream: ranged.RangedStream, n: int = -1) -> bytes:
         block = real_read(stream, n)
         count(-len(block))
         return block
 
-    monkeypatch.setattr(loc_mod.S3Location, "read_range", fetched)
+    monkeypatch.setattr(loc_mod.S3Location, "read_blocks", fetched)
     monkeypatch.setattr(ranged.RangedStream, "read", consumed)
     options = {"ranged_threshold": "1MiB", "range_size": "1MiB", "ranges_in_flight": 4, "workers": workers}
     _, meta = backup(repo, source(minio, bucket, **options))

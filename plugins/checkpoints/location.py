@@ -155,17 +155,21 @@ class S3Location:
             head = self._client.head_object(Bucket=self.bucket, Key=_join(self.prefix, key))
         return head.get("Metadata", {}).get(SHA_META)
 
-    def read_range(self, key: str, start: int, length: int, etag: str = "") -> bytes:
-        """Bytes ``start`` to ``start + length`` of ``key`` (fewer at its end); of the version with ``etag``
-        only, when given (another one raises ``Changed``)."""
+    def read_range(self, key: str, start: int, length: int) -> bytes:
+        return b"".join(self.read_blocks(key, start, length))
+
+    def read_blocks(self, key: str, start: int, length: int, etag: str = "") -> list[bytes]:
+        """Bytes ``start`` to ``start + length`` of ``key`` (fewer at its end) in blocks of at most IO_BLOCK as
+        they came off the connection, so a reader is handed them without copying; of the version with
+        ``etag`` only, when given (another one raises ``Changed``)."""
         if length <= 0:
-            return b""
+            return []
         pinned = {"IfMatch": f'"{etag}"'} if etag else {}
         with self._calling(f"read {key}"):
-            resp = self._client.get_object(
+            body = self._client.get_object(
                 Bucket=self.bucket, Key=_join(self.prefix, key), Range=f"bytes={start}-{start + length - 1}", **pinned
-            )
-            return resp["Body"].read()
+            )["Body"]
+            return list(iter(functools.partial(body.read, IO_BLOCK), b""))
 
     @contextlib.contextmanager
     def open(self, key: str, expect: ObjectStat) -> Iterator[tuple[IO[bytes], dict[str, str]]]:
@@ -188,12 +192,12 @@ class S3Location:
         finally:
             stream.close()
 
-    def _range(self, key: str, expect: ObjectStat, start: int, length: int) -> bytes:
+    def _range(self, key: str, expect: ObjectStat, start: int, length: int) -> list[bytes]:
         """One range of the listed version of ``key`` (a replaced or shortened object raises ``Changed``)."""
-        data = self.read_range(key, start, length, etag=expect.etag)
-        if len(data) != length:
+        blocks = self.read_blocks(key, start, length, etag=expect.etag)
+        if sum(map(len, blocks)) != length:
             raise Changed(f"read {key}")
-        return data
+        return blocks
 
     def put(self, key: str, stream: IO[bytes], size: int, sha256: str) -> None:
         from boto3.s3.transfer import TransferConfig
