@@ -10,6 +10,10 @@ disk. Then one shard changes and drtool backs up again: bytes uploaded and time.
 is recorded with every figure. Results go to bench/results/checkpoints-<time>.json.
 
     nice python bench/checkpoints.py --size-gib 4 --runs 3
+    nice python bench/checkpoints.py --size-gib 1 --shards 1 --runs 1              # one large object
+    nice python bench/checkpoints.py --size-gib 1 --shards 1 --option ranged_threshold=2GiB   # one GET stream
+
+``--option KEY=VALUE`` (repeatable) adds a setting of the checkpoints plugin's source (docs/checkpoints.md).
 """
 
 from __future__ import annotations
@@ -137,7 +141,9 @@ def main() -> None:
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--workdir", default="/work/tmp-bench-checkpoints")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a checkpoints setting")
     args = ap.parse_args()
+    options = dict(o.split("=", 1) for o in args.option)
     total = int(args.size_gib * 1024) * MiB
     shard_size = total // args.shards
     work = Path(args.workdir)
@@ -145,6 +151,7 @@ def main() -> None:
     minio = lab["minio"]
     client = minio.client()
     results: dict[str, Any] = {"machine": machine_facts(), "size_bytes": total, "shards": args.shards, "runs": {}}
+    results["options"] = options
     disk = work / "disk"
     disk.mkdir(exist_ok=True)
     drtool = [sys.executable, "-m", "drtool"]
@@ -152,7 +159,7 @@ def main() -> None:
         for b in ("source", "store"):
             minio.create_bucket(b)
         keys = seed(client, "source", disk, args.shards, shard_size)
-        src = {"sources": [{"name": "train", "url": "s3://source/ckpt", "lab": "bench"}]}
+        src = {"sources": [{"name": "train", "url": "s3://source/ckpt", "lab": "bench"}], **options}
         restic = str(go_binary(*RESTIC))
         columns = ["copy", "backup", "restore", "restic", "restic_restore", "rss_b", "rss_r", "rss_restic"]
         columns += ["rss_restic_r", "cpu_copy", "cpu_b", "cpu_r", "cpu_restic", "cpu_restic_r", "load"]

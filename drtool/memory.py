@@ -1,4 +1,5 @@
-"""Process-wide malloc setting for drtool's data path: at most two glibc arenas.
+"""Memory of drtool's data path: a process-wide cap of two glibc arenas, and the byte budget that bounds
+what parallel readers hold fetched ahead (restore's artifact readers, a backup's ranged source reads).
 
 glibc gives threads that allocate at the same time arenas of their own, up to eight per core. The data
 path's buffers (8 MiB runs, s3transfer's 8 MiB parts) are allocated on one thread and freed on another, so
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import threading
 
 M_ARENA_MAX = -8  # glibc's <malloc.h>
 
@@ -23,3 +25,39 @@ def limit_malloc_arenas(arenas: int = 2) -> None:
         return
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).mallopt(M_ARENA_MAX, arenas)
+
+
+DEFAULT_BUDGET = 64 * 1024 * 1024  # bytes fetched ahead by all the readers sharing one budget
+
+
+class ByteBudget:
+    """Bytes fetched and not yet handed on, shared by every reader of one restore (or of one backup's
+    ranged source reads), so N readers at once hold about what one would, not N times its read-ahead.
+
+    A reader only *tries* to take from it for read-ahead; its first fetch (nothing else held by it) is
+    always granted, overdrawing if need be, so every reader makes progress and a caller that reads two
+    streams in one thread never waits for itself. The bound is therefore ``limit`` plus one fetch per
+    open reader.
+    """
+
+    def __init__(self, limit: int = DEFAULT_BUDGET) -> None:
+        self.limit = limit
+        self._used = 0
+        self._lock = threading.Lock()
+
+    @property
+    def used(self) -> int:
+        return self._used
+
+    def claim(self, n: int, held: int) -> bool:
+        """Take ``n`` bytes for a reader already holding ``held``: always granted when it holds nothing,
+        else only within the limit."""
+        with self._lock:
+            if held and self._used + n > self.limit:
+                return False
+            self._used += n
+            return True
+
+    def give(self, n: int) -> None:
+        with self._lock:
+            self._used -= n

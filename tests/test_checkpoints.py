@@ -36,13 +36,6 @@ pytestmark = pytest.mark.minio
 PLUGIN = CheckpointsPlugin()
 
 
-@pytest.fixture
-def bucket(minio: MinioServer) -> str:
-    name = f"ckpt-{uuid.uuid4().hex[:12]}"
-    minio.create_bucket(name)
-    return name
-
-
 _CLIENTS: dict[str, Any] = {}
 
 

@@ -16,10 +16,11 @@ from concurrent.futures import wait
 import pytest
 
 from drtool.backends.local import LocalBackend
+from drtool.memory import ByteBudget
 from drtool.repo import packed
 from drtool.repo.chunks import ChunkRef, Fetch, Verified
 from drtool.repo.config import ChunkerParams, PackParams, StoreConfig
-from drtool.repo.reader import ArtifactReader, ByteBudget
+from drtool.repo.reader import ArtifactReader
 from drtool.repo.repository import Repository
 from drtool.repo.restore_context import PluginRestoreContext
 from drtool.repo.writer import BackupSession

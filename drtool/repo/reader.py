@@ -13,50 +13,15 @@ objects restored at once hold what one would, not four times its read-ahead.
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from drtool.errors import IntegrityError
+from drtool.memory import ByteBudget
 from drtool.repo.chunks import Fetch, Verified
 from drtool.repo.manifest import ArtifactEntry
 from drtool.repo.repository import Repository
-
-DEFAULT_BUDGET = 64 * 1024 * 1024  # plaintext fetched ahead by all the readers of one restore together
-
-
-class ByteBudget:
-    """Bytes fetched and not yet handed to the plugin, shared by every reader of one restore.
-
-    A reader only *tries* to take from it for read-ahead; its first fetch (nothing else in flight for it) is
-    always granted, overdrawing if need be, so a plugin that reads two artifacts in one thread never waits
-    for itself. The bound is therefore ``limit`` plus one fetch per open reader.
-    """
-
-    def __init__(self, limit: int = DEFAULT_BUDGET) -> None:
-        self.limit = limit
-        self._used = 0
-        self._lock = threading.Lock()
-
-    @property
-    def used(self) -> int:
-        return self._used
-
-    def try_take(self, n: int) -> bool:
-        with self._lock:
-            if self._used + n > self.limit:
-                return False
-            self._used += n
-            return True
-
-    def take(self, n: int) -> None:
-        with self._lock:
-            self._used += n
-
-    def give(self, n: int) -> None:
-        with self._lock:
-            self._used -= n
 
 
 class ArtifactReader:
@@ -87,9 +52,7 @@ class ArtifactReader:
                 if self._next is None:
                     return
             fetch = self._next
-            if self._held == 0:
-                self._budget.take(fetch.size)  # this reader's only fetch: always granted
-            elif not self._budget.try_take(fetch.size):
+            if not self._budget.claim(fetch.size, self._held):
                 return
             self._held += fetch.size
             self._next = None

@@ -16,10 +16,11 @@ from typing import Any
 
 from drtool.config import DEFAULT_WORKERS
 from drtool.errors import IntegrityError, NotFound
+from drtool.memory import ByteBudget
 from drtool.plugin.contract import ArtifactInfo, Point
 from drtool.progress import NullProgress, Progress
 from drtool.repo.manifest import Manifest
-from drtool.repo.reader import ArtifactReader, ByteBudget
+from drtool.repo.reader import ArtifactReader
 from drtool.repo.repository import Repository
 
 

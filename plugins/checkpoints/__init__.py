@@ -7,8 +7,9 @@ are taken from the previous backup by reference. Restore writes each checkpoint'
 
 Source settings: ``sources`` (list of ``url: s3://B/P`` or ``path: DIR``, with ``name``, ``endpoint_url``,
 ``lab``, ``markers``, ``run``, ``include``, ``exclude``, ``milestones``), ``workers``, ``retries``, ``reread``,
-``verify_source_checksums``. Target: ``url`` or ``path`` (+ ``endpoint_url``, ``lab``). Restore options:
-``checkpoints`` (names/globs), ``source``, ``overwrite``, ``workers``. docs/checkpoints.md explains each.
+``verify_source_checksums``, ``ranged_threshold``, ``range_size``, ``ranges_in_flight``. Target: ``url`` or
+``path`` (+ ``endpoint_url``, ``lab``). Restore options: ``checkpoints`` (names/globs), ``source``,
+``overwrite``, ``workers``. docs/checkpoints.md explains each.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from drtool.plugin.contract import BackupContext, Inventory
 from . import detect, shards
 from .detect import Checkpoint
 from .location import IO_BLOCK, Changed, Location, ObjectStat, open_location
+from .ranged import RangePool
 from .settings import BackupSettings, SourceSpec
 
 
@@ -248,17 +249,19 @@ def backup(source: Mapping[str, Any], ctx: BackupContext) -> dict[str, Any]:
     skipped: list[dict[str, Any]] = []
     sources = []
     endpoints = []
-    for spec in settings.sources:
-        loc = open_location(spec.location, settings.workers)
-        try:
-            done, skip = copier.run(spec, loc, scan(spec, loc))
-        except OSError as exc:  # one the locations did not anticipate: still one line, not a traceback
-            raise SourceError(f"checkpoints: reading {loc.url} failed: {exc}") from None
-        checkpoints += done
-        skipped += skip
-        sources.append({"name": spec.name, "url": loc.url, "endpoint": loc.endpoint()})
-        if loc.endpoint():
-            endpoints.append(loc.endpoint())
+    with RangePool(settings.ranged, settings.workers) as ranges:
+        for spec in settings.sources:
+            # connections for every range in flight (s3_client keeps two per "worker")
+            loc = open_location(spec.location, settings.workers * settings.ranged.in_flight, ranges)
+            try:
+                done, skip = copier.run(spec, loc, scan(spec, loc))
+            except OSError as exc:  # one the locations did not anticipate: still one line, not a traceback
+                raise SourceError(f"checkpoints: reading {loc.url} failed: {exc}") from None
+            checkpoints += done
+            skipped += skip
+            sources.append({"name": spec.name, "url": loc.url, "endpoint": loc.endpoint()})
+            if loc.endpoint():
+                endpoints.append(loc.endpoint())
     return {
         "sources": sources,
         "checkpoints": checkpoints,

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
@@ -22,6 +23,8 @@ from drtool.plugin.toolkit import paths
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient
+
+    from .ranged import RangePool
 
 IO_BLOCK = 1 << 20  # read size: per-call overhead is small next to 1 MiB, and memory stays bounded per stream
 SHA_META = "drtool-sha256"  # S3 user metadata written on restore, so re-runs and verify can skip a re-read
@@ -77,7 +80,14 @@ def _join(prefix: str, key: str) -> str:
 
 
 class S3Location:
-    def __init__(self, url: str, endpoint_url: str | None = None, lab: str | None = None, workers: int = 16) -> None:
+    def __init__(
+        self,
+        url: str,
+        endpoint_url: str | None = None,
+        lab: str | None = None,
+        workers: int = 16,
+        ranges: RangePool | None = None,
+    ) -> None:
         rest = url.removeprefix("s3://")
         self.bucket, _, prefix = rest.partition("/")
         if not self.bucket:
@@ -85,6 +95,7 @@ class S3Location:
         self.prefix = prefix.strip("/")
         self.url = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
         self._client = s3_client(endpoint_url, lab, workers)
+        self._ranges = ranges  # large objects are read in parallel ranges when set (a backup's reads)
 
     def endpoint(self) -> str:
         return str(self._client.meta.endpoint_url)
@@ -145,33 +156,48 @@ class S3Location:
         return head.get("Metadata", {}).get(SHA_META)
 
     def read_range(self, key: str, start: int, length: int) -> bytes:
+        return b"".join(self.read_blocks(key, start, length))
+
+    def read_blocks(self, key: str, start: int, length: int, etag: str = "") -> list[bytes]:
+        """Bytes ``start`` to ``start + length`` of ``key`` (fewer at its end) in blocks of at most IO_BLOCK as
+        they came off the connection, so a reader is handed them without copying; of the version with
+        ``etag`` only, when given (another one raises ``Changed``)."""
         if length <= 0:
-            return b""
+            return []
+        pinned = {"IfMatch": f'"{etag}"'} if etag else {}
         with self._calling(f"read {key}"):
-            resp = self._client.get_object(
-                Bucket=self.bucket, Key=_join(self.prefix, key), Range=f"bytes={start}-{start + length - 1}"
-            )
-            return resp["Body"].read()
+            body = self._client.get_object(
+                Bucket=self.bucket, Key=_join(self.prefix, key), Range=f"bytes={start}-{start + length - 1}", **pinned
+            )["Body"]
+            return list(iter(functools.partial(body.read, IO_BLOCK), b""))
 
     @contextlib.contextmanager
     def open(self, key: str, expect: ObjectStat) -> Iterator[tuple[IO[bytes], dict[str, str]]]:
         # IfMatch: an object replaced since it was listed fails with 412 instead of mixing two versions
+        params = {"Bucket": self.bucket, "Key": _join(self.prefix, key), "IfMatch": f'"{expect.etag}"'}
+        ranges = self._ranges if self._ranges is not None and self._ranges.applies(expect.size) else None
         with self._calling(f"read {key}"):
-            resp = self._client.get_object(
-                Bucket=self.bucket, Key=_join(self.prefix, key), IfMatch=f'"{expect.etag}"', ChecksumMode="ENABLED"
+            # ranged: the whole-object checksums come from a HEAD (a ranged GET reports none; MinIO's HEAD
+            # reports what its GET does)
+            resp = (self._client.get_object if ranges is None else self._client.head_object)(
+                **params, ChecksumMode="ENABLED"
             )
-        sums = {k.removeprefix("Checksum").lower(): v for k, v in resp.items() if k.startswith("Checksum") and v}
-        sums.pop("type", None)
-        if resp.get("ChecksumType", "FULL_OBJECT") == "COMPOSITE":
-            sums = {}  # a checksum of part checksums: not comparable with a whole-object digest
-        if expect.etag and "-" not in expect.etag and len(expect.etag) == 32:
-            sums["md5"] = expect.etag  # a single-part upload's ETag is the MD5 of its content
-        body = resp["Body"]
+        sums = _source_sums(resp, expect)
+        stream = (
+            resp["Body"] if ranges is None else ranges.stream(functools.partial(self._range, key, expect), expect.size)
+        )
         try:
             with self._calling(f"read {key}"):
-                yield body, sums
+                yield stream, sums
         finally:
-            body.close()
+            stream.close()
+
+    def _range(self, key: str, expect: ObjectStat, start: int, length: int) -> list[bytes]:
+        """One range of the listed version of ``key`` (a replaced or shortened object raises ``Changed``)."""
+        blocks = self.read_blocks(key, start, length, etag=expect.etag)
+        if sum(map(len, blocks)) != length:
+            raise Changed(f"read {key}")
+        return blocks
 
     def put(self, key: str, stream: IO[bytes], size: int, sha256: str) -> None:
         from boto3.s3.transfer import TransferConfig
@@ -193,6 +219,18 @@ class S3Location:
     def delete(self, key: str) -> None:
         with self._calling(f"delete {key}"):
             self._client.delete_object(Bucket=self.bucket, Key=_join(self.prefix, key))
+
+
+def _source_sums(resp: Mapping[str, Any], expect: ObjectStat) -> dict[str, str]:
+    """The whole-object checksums a GET or HEAD with ``ChecksumMode=ENABLED`` reported (algorithm -> value),
+    and a single-part upload's ETag as its MD5."""
+    sums = {k.removeprefix("Checksum").lower(): v for k, v in resp.items() if k.startswith("Checksum") and v}
+    sums.pop("type", None)
+    if resp.get("ChecksumType", "FULL_OBJECT") == "COMPOSITE":
+        sums = {}  # a checksum of part checksums: not comparable with a whole-object digest
+    if expect.etag and "-" not in expect.etag and len(expect.etag) == 32:
+        sums["md5"] = expect.etag  # a single-part upload's ETag is the MD5 of its content
+    return sums
 
 
 def s3_client(endpoint_url: str | None, lab: str | None, workers: int = 16) -> BaseClient:
@@ -328,12 +366,13 @@ class DirLocation:
             self._path(key).unlink()
 
 
-def open_location(settings: dict[str, Any], workers: int = 16) -> Location:
-    """A location from ``url: s3://...`` or ``path: DIR`` (``url`` may also be a plain path)."""
+def open_location(settings: dict[str, Any], workers: int = 16, ranges: RangePool | None = None) -> Location:
+    """A location from ``url: s3://...`` or ``path: DIR`` (``url`` may also be a plain path); ``ranges``:
+    S3 objects at or above its threshold are read in parallel ranges."""
     url = str(settings.get("url") or "")
     path = settings.get("path")
     if url.startswith("s3://"):
-        return S3Location(url, settings.get("endpoint_url"), settings.get("lab"), workers)
+        return S3Location(url, settings.get("endpoint_url"), settings.get("lab"), workers, ranges)
     if path or url:
         return DirLocation(str(path or url))
     raise UsageError("checkpoints: a location needs `url: s3://BUCKET/PREFIX` or `path: DIR`")

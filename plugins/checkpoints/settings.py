@@ -8,9 +8,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from drtool.errors import UsageError
-from drtool.plugin.toolkit.settings import as_bool, as_list
+from drtool.plugin.toolkit.settings import as_bool, as_count, as_list, as_size
 
 from .detect import DEFAULT_MARKERS
+from .ranged import RangedReads
 
 DEFAULT_WORKERS = 4  # objects in flight at once; each holds a chunker window (16 MiB) or upload parts
 
@@ -33,6 +34,7 @@ class BackupSettings:
     retries: int = 2
     reread: bool = False  # True: read every object even when an unchanged copy is in the previous backup
     verify_source_checksums: bool = True
+    ranged: RangedReads = dataclasses.field(default_factory=RangedReads)
 
     @classmethod
     def parse(cls, source: Mapping[str, Any]) -> BackupSettings:
@@ -54,6 +56,15 @@ class BackupSettings:
             retries=max(0, int(source.get("retries", 2))),
             reread=as_bool(source.get("reread")),
             verify_source_checksums=as_bool(source.get("verify_source_checksums"), True),
+            ranged=RangedReads(
+                threshold=as_size(
+                    source.get("ranged_threshold"), RangedReads.threshold, "checkpoints: ranged_threshold"
+                ),
+                range_size=as_size(source.get("range_size"), RangedReads.range_size, "checkpoints: range_size"),
+                in_flight=as_count(
+                    source.get("ranges_in_flight"), RangedReads.in_flight, "checkpoints: ranges_in_flight"
+                ),
+            ),
         )
 
 

@@ -8,6 +8,7 @@ must not write.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from drtool.errors import UsageError
@@ -45,3 +46,31 @@ def as_number(value: Any, default: float, name: str) -> float:
         return default if value is None or value == "" else float(value)
     except (TypeError, ValueError):
         raise UsageError(f"{name} must be a number, got {value!r}") from None
+
+
+def as_count(value: Any, default: int, name: str, minimum: int = 1) -> int:
+    """A whole number of at least ``minimum`` from an int or a digit string; ``None`` and ``""`` give
+    ``default``. ``2.5`` or ``0`` workers is a usage error, not something rounded or clamped."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit())):
+        raise UsageError(f"{name} must be a whole number, got {value!r}")
+    if int(value) < minimum:
+        raise UsageError(f"{name} must be at least {minimum}, got {value!r}")
+    return int(value)
+
+
+_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
+
+
+def as_size(value: Any, default: int, name: str) -> int:
+    """A positive byte count from an int or a string such as ``8MiB``, ``512 KiB``, ``1GiB`` (binary units
+    only: ``8MB`` is refused rather than guessed at); ``None`` and ``""`` give ``default``."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    match = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", value) if isinstance(value, str) else None
+    if match is None or match[2].lower() not in _UNITS or int(match[1]) == 0:
+        raise UsageError(f"{name} must be a size such as 8MiB, 512KiB or 1GiB, got {value!r}")
+    return int(match[1]) * _UNITS[match[2].lower()]
