@@ -51,23 +51,32 @@ CATEGORIES: list[tuple[str, str]] = [
 ]
 
 
+OTHER = "other (interpreter, threads, GC)"
+
+
 def category(stack: list[str]) -> str:
     for frame in reversed(stack):
         for name, pattern in CATEGORIES:
             if re.search(pattern, frame, re.IGNORECASE):
                 return name
-    return "other (interpreter, threads, GC)"
+    return OTHER
 
 
-def summarize(raw: Path) -> tuple[dict[str, int], int]:
-    """Samples per category from py-spy's raw (collapsed stack) output."""
+def summarize(raw: Path) -> tuple[dict[str, int], int, dict[str, int]]:
+    """Samples per category from py-spy's raw (collapsed stack) output, and the innermost frames of the
+    samples no category claimed (what to name next when "other" is large)."""
     counts: collections.Counter[str] = collections.Counter()
+    unnamed: collections.Counter[str] = collections.Counter()
     for line in raw.read_text().splitlines():
         stack_text, _, n = line.rpartition(" ")
         if not stack_text or not n.isdigit():
             continue
-        counts[category(stack_text.split(";"))] += int(n)
-    return dict(counts.most_common()), sum(counts.values())
+        stack = stack_text.split(";")
+        name = category(stack)
+        counts[name] += int(n)
+        if name == OTHER:
+            unnamed[" <- ".join(reversed(stack[-3:]))] += int(n)
+    return dict(counts.most_common()), sum(counts.values()), dict(unnamed.most_common(12))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -88,13 +97,14 @@ def sampled(py_spy: str, out: Path, argv: list[str], env: dict[str, str], minio_
     wall, after = time.perf_counter() - t0, os.times()
     if proc.returncode:
         raise SystemExit(f"{' '.join(argv)} failed under py-spy: {proc.stderr.strip()[-2000:]}")
-    counts, total = summarize(out)
+    counts, total, unnamed = summarize(out)
     return {
         "wall_s": wall,
         "cpu_s": (after.children_user + after.children_system) - (before.children_user + before.children_system),
         "minio_cpu_s": cpu_seconds(minio_pid) - m0,
         "samples": total,
         "by_category": counts,
+        "other_innermost": unnamed,
         "stdout": proc.stdout,
     }
 
@@ -107,6 +117,7 @@ def table(title: str, phase: dict[str, Any], gib: float) -> str:
     for name, n in phase["by_category"].items():
         share = n / phase["samples"]
         lines.append(f"  {name:<42} {100 * share:5.1f} %  ~{share * phase['cpu_s'] / gib:5.2f} CPU-s/GiB")
+    lines += [f"    other: {n:5d} samples  {frames[:150]}" for frames, n in phase["other_innermost"].items()]
     return "\n".join(lines)
 
 
@@ -146,7 +157,8 @@ def main() -> None:
         subprocess.run([*drtool, "init", "--store", "s3://store/p"], env=renv, check=True, capture_output=True)
         result["load_before"] = load()
         backup = sampled(py_spy, work / "backup.raw", [*drtool, "backup", "--json"], renv, minio.pid, args.rate)
-        backup_id = json.loads(backup.pop("stdout"))["id"]
+        out = backup.pop("stdout")  # drtool's JSON between py-spy's own lines
+        backup_id = json.loads(out[out.index("{") : out.rindex("}") + 1])["id"]
         target = ["-t", "url=s3://restore/ckpt", "-t", "lab=bench"]
         restore_argv = [*drtool, "restore", backup_id, "-p", "checkpoints", *target, "--no-verify"]
         restore = sampled(py_spy, work / "restore.raw", restore_argv, renv, minio.pid, args.rate)
