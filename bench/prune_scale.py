@@ -19,6 +19,11 @@ pruned there.
     nice python bench/prune_scale.py --chunks 100000 --runs 3
     nice python bench/prune_scale.py --chunks 1000000 --runs 1
 
+To measure another commit's prune on the same cached stores, put its package first on the path and run
+from another directory (the working directory comes first on ``sys.path``, before ``PYTHONPATH``):
+
+    git archive <commit> drtool | tar -x -C /tmp/old && cd /tmp && PYTHONPATH=/tmp/old python $REPO/bench/prune_scale.py
+
 Results go to bench/results/prune-scale-<time>.json.
 """
 

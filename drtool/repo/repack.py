@@ -7,9 +7,10 @@ every index entry naming a pack that exists, and every referenced chunk indexed)
 2. new index objects listing every live blob: of kept packs and of the new packs;
 3. the old index objects are deleted; 4. the dead and the repacked packs are deleted.
 
-Memory is flat in the store's size beyond the index itself (49 bytes per chunk) and the mark set (32 bytes
-per referenced chunk): packs are classified with vectorised numpy, and at most ``workers`` packs' live
-blobs are in memory while repacking.
+Memory grows with the store only by numpy arrays: the index (49 bytes per chunk), the mark set (32 bytes per
+referenced chunk) and the new index; packs are classified and the blobs to copy chosen with vectorised
+numpy (no Python object per chunk: a set of live ids cost 150 bytes per chunk), and at most ``workers``
+packs' live blobs are in memory while repacking (docs/performance.md, "Prune at 1 million chunks").
 
 Object Lock: a locked pack is never repacked (copying would free nothing) and never deleted; a locked index
 object cannot be deleted, so the packs it names are kept whole. Both are reported, never errors.
