@@ -25,14 +25,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import yaml
-from machine import machine_facts, write_results
+from machine import load, machine_facts, popen_measured, write_results
 
 from drtool.lab.build import go_binary
 from drtool.lab.lab import Lab
@@ -40,46 +39,6 @@ from drtool.lab.lab import Lab
 MiB = 1 << 20
 PASS = "bench-passphrase"
 RESTIC = ("restic", "github.com/restic/restic/cmd/restic", "v0.18.1")  # `@latest` resolves to v0.10.0
-
-
-def load() -> float:
-    return os.getloadavg()[0]
-
-
-def popen_measured(argv: list[str], env: dict[str, str]) -> tuple[float, int, str, float]:
-    """Wall time, peak RSS (bytes), stdout and CPU seconds (user + system) of a child process.
-
-    CPU seconds compare tools fairly on a shared machine, where wall time depends on everyone's load.
-
-    The peak is the child's own VmHWM, polled: wait4's ru_maxrss would include this (large) process's RSS,
-    which Linux carries into a forked child's maximum across exec.
-    """
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    peak, cpu = 0, 0.0
-    status, stat = Path(f"/proc/{proc.pid}/status"), Path(f"/proc/{proc.pid}/stat")
-    tick = os.sysconf("SC_CLK_TCK")
-
-    def poll() -> None:
-        nonlocal peak, cpu
-        while proc.poll() is None:
-            try:
-                line = next(x for x in status.read_text().splitlines() if x.startswith("VmHWM:"))
-                peak = max(peak, int(line.split()[1]) * 1024)
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-                cpu = max(cpu, (int(fields[11]) + int(fields[12])) / tick)  # utime, stime
-            except (OSError, StopIteration, IndexError, ValueError):
-                pass
-            time.sleep(0.1)
-
-    watcher = threading.Thread(target=poll, daemon=True)
-    watcher.start()
-    out, err = proc.communicate()
-    watcher.join()
-    elapsed = time.perf_counter() - t0
-    if proc.returncode:
-        raise SystemExit(f"{' '.join(argv)} failed: {err.decode().strip()[-2000:]}")
-    return elapsed, peak, out.decode(), cpu
 
 
 def seed(client: Any, bucket: str, disk: Path, shards: int, shard_size: int) -> list[str]:

