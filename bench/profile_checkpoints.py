@@ -23,13 +23,12 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 from checkpoints import plain_copy, seed, start_minio
-from machine import load, machine_facts, write_results
+from machine import load, machine_facts, popen_measured, write_results
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -52,9 +51,20 @@ CATEGORIES: list[tuple[str, str]] = [
 
 
 OTHER = "other (interpreter, threads, GC)"
+# a thread blocked in a lock, a queue or the GIL is sampled too (py-spy cannot tell a futex wait from work
+# in --native mode): the innermost frames decide, and waits are left out of the CPU shares
+WAITS: list[tuple[str, str]] = [
+    ("waiting for the GIL", r"take_gil"),
+    ("waiting (locks, futures, queues)", r"PyThread_acquire_lock|pthread_cond_(timed)?wait|sem_(clock|timed)?wait"),
+    ("waiting for the network (poll before recv/send)", r"^(e?poll|select) \("),
+]
 
 
 def category(stack: list[str]) -> str:
+    for frame in reversed(stack[-4:]):
+        for name, pattern in WAITS:  # a wait shows at the innermost frames
+            if re.search(pattern, frame):
+                return name
     for frame in reversed(stack):
         for name, pattern in CATEGORIES:
             if re.search(pattern, frame, re.IGNORECASE):
@@ -62,11 +72,11 @@ def category(stack: list[str]) -> str:
     return OTHER
 
 
-def summarize(raw: Path) -> tuple[dict[str, int], int, dict[str, int]]:
-    """Samples per category from py-spy's raw (collapsed stack) output, and the innermost frames of the
-    samples no category claimed (what to name next when "other" is large)."""
+def summarize(raw: Path) -> tuple[dict[str, int], int, dict[str, dict[str, int]]]:
+    """Samples per category from py-spy's raw (collapsed stack) output, and per category its commonest
+    innermost frames (what a category is made of, and what to name next when "other" is large)."""
     counts: collections.Counter[str] = collections.Counter()
-    unnamed: collections.Counter[str] = collections.Counter()
+    frames: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     for line in raw.read_text().splitlines():
         stack_text, _, n = line.rpartition(" ")
         if not stack_text or not n.isdigit():
@@ -74,9 +84,8 @@ def summarize(raw: Path) -> tuple[dict[str, int], int, dict[str, int]]:
         stack = stack_text.split(";")
         name = category(stack)
         counts[name] += int(n)
-        if name == OTHER:
-            unnamed[" <- ".join(reversed(stack[-3:]))] += int(n)
-    return dict(counts.most_common()), sum(counts.values()), dict(unnamed.most_common(12))
+        frames[name][" <- ".join(reversed(stack[-3:]))] += int(n)
+    return dict(counts.most_common()), sum(counts.values()), {k: dict(v.most_common(6)) for k, v in frames.items()}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -84,40 +93,48 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def sampled(py_spy: str, out: Path, argv: list[str], env: dict[str, str], minio_pid: int, rate: int) -> dict[str, Any]:
-    """Run ``argv`` under py-spy; its wall time, own CPU, MinIO's CPU meanwhile, and samples by category."""
-    m0, t0 = cpu_seconds(minio_pid), time.perf_counter()
-    before = os.times()
+def sampled(py_spy: str, out: Path, argv: list[str], env: dict[str, str], rate: int) -> dict[str, Any]:
+    """Run ``argv`` under py-spy: its samples by category (py-spy's own CPU would count as the child's, so
+    CPU seconds come from an unprofiled run: ``measured``)."""
     proc = subprocess.run(
         [py_spy, "record", "--native", "--rate", str(rate), "--format", "raw", "--output", str(out), "--", *argv],
         env=env,
         capture_output=True,
         text=True,
     )
-    wall, after = time.perf_counter() - t0, os.times()
     if proc.returncode:
         raise SystemExit(f"{' '.join(argv)} failed under py-spy: {proc.stderr.strip()[-2000:]}")
-    counts, total, unnamed = summarize(out)
-    return {
-        "wall_s": wall,
-        "cpu_s": (after.children_user + after.children_system) - (before.children_user + before.children_system),
-        "minio_cpu_s": cpu_seconds(minio_pid) - m0,
-        "samples": total,
-        "by_category": counts,
-        "other_innermost": unnamed,
-        "stdout": proc.stdout,
-    }
+    counts, total, innermost = summarize(out)
+    return {"samples": total, "by_category": counts, "innermost": innermost, "stdout": proc.stdout}
+
+
+def measured(argv: list[str], env: dict[str, str], minio_pid: int) -> dict[str, Any]:
+    """Run ``argv`` alone: wall, its own CPU, peak RSS, and MinIO's CPU meanwhile."""
+    m0 = cpu_seconds(minio_pid)
+    wall, rss, out, cpu = popen_measured(argv, env)
+    return {"wall_s": wall, "cpu_s": cpu, "rss": rss, "minio_cpu_s": cpu_seconds(minio_pid) - m0, "stdout": out}
+
+
+def backup_id_in(out: str) -> str:
+    return str(json.loads(out[out.index("{") : out.rindex("}") + 1])["id"])  # between py-spy's own lines
 
 
 def table(title: str, phase: dict[str, Any], gib: float) -> str:
+    """Each CPU category's share of the samples that were not waits, and its CPU seconds per GiB."""
+    waits = {name for name, _ in WAITS}
+    working = sum(n for name, n in phase["by_category"].items() if name not in waits)
     lines = [
         f"\n{title}: {phase['wall_s']:.1f} s wall, drtool {phase['cpu_s'] / gib:.2f} CPU-s/GiB "
-        f"(py-spy included), MinIO {phase['minio_cpu_s'] / gib:.2f} CPU-s/GiB"
+        f"(unprofiled run), MinIO {phase['minio_cpu_s'] / gib:.2f} CPU-s/GiB meanwhile"
     ]
     for name, n in phase["by_category"].items():
-        share = n / phase["samples"]
+        if name in waits:
+            lines.append(f"  {name:<42} {100 * n / phase['samples']:5.1f} % of all samples (not CPU)")
+            continue
+        share = n / working
         lines.append(f"  {name:<42} {100 * share:5.1f} %  ~{share * phase['cpu_s'] / gib:5.2f} CPU-s/GiB")
-    lines += [f"    other: {n:5d} samples  {frames[:150]}" for frames, n in phase["other_innermost"].items()]
+        if share > 0.15 or name == OTHER:
+            lines += [f"      {n:5d}  {frames[:160]}" for frames, n in phase["innermost"][name].items()]
     return "\n".join(lines)
 
 
@@ -141,7 +158,7 @@ def main() -> None:
     drtool = [sys.executable, "-m", "drtool"]
     result: dict[str, Any] = {"machine": machine_facts(), "size_bytes": total, "shards": args.shards}
     try:
-        for b in ("source", "store", "copy", "restore"):
+        for b in ("source", "store", "copy"):
             minio.create_bucket(b)
         disk = work / "disk"
         disk.mkdir(exist_ok=True)
@@ -151,18 +168,32 @@ def main() -> None:
         copy_wall, copy_cpu = plain_copy(client, "source", "copy", keys)
         result["copy"] = {"wall_s": copy_wall, "cpu_s": copy_cpu, "minio_cpu_s": cpu_seconds(minio.pid) - m0}
         src = {"sources": [{"name": "train", "url": "s3://source/ckpt", "lab": "bench"}]}
-        config = work / "config.yaml"
-        config.write_text(yaml.safe_dump({"store": "s3://store/p", "sources": {"checkpoints": src}}))
-        renv = env | {"DRTOOL_CONFIG": str(config), "DRTOOL_CATALOG": str(work / "catalog.db")}
-        subprocess.run([*drtool, "init", "--store", "s3://store/p"], env=renv, check=True, capture_output=True)
         result["load_before"] = load()
-        backup = sampled(py_spy, work / "backup.raw", [*drtool, "backup", "--json"], renv, minio.pid, args.rate)
-        out = backup.pop("stdout")  # drtool's JSON between py-spy's own lines
-        backup_id = json.loads(out[out.index("{") : out.rindex("}") + 1])["id"]
-        target = ["-t", "url=s3://restore/ckpt", "-t", "lab=bench"]
-        restore_argv = [*drtool, "restore", backup_id, "-p", "checkpoints", *target, "--no-verify"]
-        restore = sampled(py_spy, work / "restore.raw", restore_argv, renv, minio.pid, args.rate)
-        restore.pop("stdout")
+        phases: dict[str, dict[str, Any]] = {}
+        for run in ("measured", "sampled"):  # each run a store of its own: a second backup would dedupe
+            store = f"s3://store/{run}"
+            config = work / f"config-{run}.yaml"
+            config.write_text(yaml.safe_dump({"store": store, "sources": {"checkpoints": src}}))
+            renv = env | {"DRTOOL_CONFIG": str(config), "DRTOOL_CATALOG": str(work / f"catalog-{run}.db")}
+            subprocess.run([*drtool, "init", "--store", store], env=renv, check=True, capture_output=True)
+            minio.create_bucket(f"restore-{run}")
+            target = ["-t", f"url=s3://restore-{run}/ckpt", "-t", "lab=bench"]
+
+            def restore_argv(backup_id: str, target: list[str] = target) -> list[str]:
+                return [*drtool, "restore", backup_id, "-p", "checkpoints", *target, "--no-verify"]
+
+            if run == "measured":
+                backup = measured([*drtool, "backup", "--json"], renv, minio.pid)
+                restore = measured(restore_argv(backup_id_in(backup["stdout"])), renv, minio.pid)
+            else:
+                backup = sampled(py_spy, work / "backup.raw", [*drtool, "backup", "--json"], renv, args.rate)
+                restore = sampled(
+                    py_spy, work / "restore.raw", restore_argv(backup_id_in(backup["stdout"])), renv, args.rate
+                )
+            for name, phase in (("backup", backup), ("restore", restore)):
+                phase.pop("stdout")
+                phases.setdefault(name, {}).update(phase)
+        backup, restore = phases["backup"], phases["restore"]
         result |= {"backup": backup, "restore": restore, "load_after": load()}
         c = result["copy"]
         print(
