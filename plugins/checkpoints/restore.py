@@ -26,7 +26,7 @@ from drtool.plugin.toolkit.settings import as_bool, as_list
 from . import detect, shards
 from .backup import scan
 from .location import IO_BLOCK, Location, hash_stream, open_location
-from .settings import DEFAULT_WORKERS, SourceSpec
+from .settings import DEFAULT_RESTORE_WORKERS, SourceSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Options:
     select: tuple[str, ...] = ()  # checkpoint names or globs ("run-a/checkpoint-*")
     source: str | None = None  # restore only this source, at the target's root
     overwrite: bool = False
-    workers: int = DEFAULT_WORKERS
+    workers: int = DEFAULT_RESTORE_WORKERS
     shard: tuple[int, int] | None = None  # a sharded restore (docs/scaling.md): this worker's index, and N
     job: str = ""
 
@@ -47,7 +47,7 @@ class Options:
             select=tuple(as_list(options.get("checkpoints"))),
             source=options.get("source") or None,
             overwrite=as_bool(options.get("overwrite")),
-            workers=max(1, int(options.get("workers", DEFAULT_WORKERS))),
+            workers=max(1, int(options.get("workers", DEFAULT_RESTORE_WORKERS))),
             shard=shard,
             job=str(options.get("job") or ""),
         )

@@ -13,7 +13,10 @@ from drtool.plugin.toolkit.settings import as_bool, as_count, as_list, as_size
 from .detect import DEFAULT_MARKERS
 from .ranged import RangedReads
 
-DEFAULT_WORKERS = 4  # objects in flight at once; each holds a chunker window (16 MiB) or upload parts
+DEFAULT_RESTORE_WORKERS = 4  # objects restored at once: each holds its reads ahead (within one budget) and upload parts
+# objects backed up at once: each holds its chunker's windows and its own 20 MiB pack buffer, about 65 MiB of
+# peak RSS per object; 3 keep a 4 GiB checkpoint's backup under 512 MiB (docs/performance.md)
+DEFAULT_BACKUP_WORKERS = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,7 +33,7 @@ class SourceSpec:
 @dataclasses.dataclass(frozen=True)
 class BackupSettings:
     sources: tuple[SourceSpec, ...]
-    workers: int = DEFAULT_WORKERS
+    workers: int = DEFAULT_BACKUP_WORKERS
     retries: int = 2
     reread: bool = False  # True: read every object even when an unchanged copy is in the previous backup
     verify_source_checksums: bool = True
@@ -52,7 +55,7 @@ class BackupSettings:
             raise UsageError(f"checkpoints: source names repeat: {names}", "give each source a distinct `name`")
         return cls(
             tuple(specs),
-            workers=max(1, int(source.get("workers", DEFAULT_WORKERS))),
+            workers=max(1, int(source.get("workers", DEFAULT_BACKUP_WORKERS))),
             retries=max(0, int(source.get("retries", 2))),
             reread=as_bool(source.get("reread")),
             verify_source_checksums=as_bool(source.get("verify_source_checksums"), True),
