@@ -115,6 +115,13 @@ def measured(argv: list[str], env: dict[str, str], minio_pid: int) -> dict[str, 
     return {"wall_s": wall, "cpu_s": cpu, "rss": rss, "minio_cpu_s": cpu_seconds(minio_pid) - m0, "stdout": out}
 
 
+def py_spy_path() -> str:
+    found = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+    if not found:
+        raise SystemExit("py-spy not found: pip install py-spy (only the profiles use it)")
+    return found
+
+
 def backup_id_in(out: str) -> str:
     return str(json.loads(out[out.index("{") : out.rindex("}") + 1])["id"])  # between py-spy's own lines
 
@@ -123,10 +130,9 @@ def table(title: str, phase: dict[str, Any], gib: float) -> str:
     """Each CPU category's share of the samples that were not waits, and its CPU seconds per GiB."""
     waits = {name for name, _ in WAITS}
     working = sum(n for name, n in phase["by_category"].items() if name not in waits)
-    lines = [
-        f"\n{title}: {phase['wall_s']:.1f} s wall, drtool {phase['cpu_s'] / gib:.2f} CPU-s/GiB "
-        f"(unprofiled run), MinIO {phase['minio_cpu_s'] / gib:.2f} CPU-s/GiB meanwhile"
-    ]
+    minio = f", MinIO {phase['minio_cpu_s'] / gib:.2f} CPU-s/GiB meanwhile" if "minio_cpu_s" in phase else ""
+    drtool = f"drtool {phase['cpu_s'] / gib:.2f} CPU-s/GiB (unprofiled run)"
+    lines = [f"\n{title}: {phase['wall_s']:.1f} s wall, {drtool}{minio}"]
     for name, n in phase["by_category"].items():
         if name in waits:
             lines.append(f"  {name:<42} {100 * n / phase['samples']:5.1f} % of all samples (not CPU)")
@@ -145,9 +151,7 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=97, help="py-spy samples per second")
     ap.add_argument("--workdir", default="/work/tmp-bench-profile")
     args = ap.parse_args()
-    py_spy = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
-    if not py_spy:
-        raise SystemExit("py-spy not found: pip install py-spy (only this benchmark uses it)")
+    py_spy = py_spy_path()
     total = int(args.size_gib * 1024) * MiB
     gib = total / GiB
     work = Path(args.workdir)
