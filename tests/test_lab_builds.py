@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import uuid
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,8 @@ def test_binaries_are_cached_by_version_and_pin(monkeypatch: pytest.MonkeyPatch,
 def test_a_build_reports_progress_and_its_result(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(gorun, "PROGRESS_EVERY", 0.01)  # the go command alone takes longer to start
     (tmp_path / "go.mod").write_text("module hello\n\ngo 1.22\n")
-    (tmp_path / "main.go").write_text('package main\n\nfunc main() { println("hello") }\n')
+    # a source never built before: a package found in Go's build cache is not compiled, and `-v` names none
+    (tmp_path / "main.go").write_text(f'package main\n\nfunc main() {{ println("hello {uuid.uuid4()}") }}\n')
     out = io.StringIO()
     env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": ""}
     log = tmp_path / "build.log"
