@@ -30,10 +30,22 @@ class RestoreOutcome:
     plugin: str
     result: RestoreResult
     checks: list[Check]
+    verification_ran: bool = True
+
+    @property
+    def failed(self) -> bool:
+        """A check ran and failed; a skipped verification fails nothing."""
+        return not all(c.ok for c in self.checks)
 
     @property
     def verified(self) -> bool:
-        return all(c.ok for c in self.checks)
+        """Checks ran and all passed: an `all()` over no checks is not a verification."""
+        return self.verification_ran and not self.failed
+
+    @property
+    def verification(self) -> str:
+        """What the report says of the checks: skipped, passed or failed."""
+        return "skipped" if not self.verification_ran else "failed" if self.failed else "passed"
 
 
 def restore_dependencies(
@@ -106,4 +118,4 @@ def run_restore(
     log.debug("restore: plugin %s restored (changed=%s); verifying=%s", plugin.name, result.changed, verify)
     checks = plugin.verify(ctx, target, options or {}) if verify else []
     log.debug("restore: %d check(s), %d failed", len(checks), sum(not c.ok for c in checks))
-    return RestoreOutcome(ctx.backup_id, plugin.name, result, checks)
+    return RestoreOutcome(ctx.backup_id, plugin.name, result, checks, verification_ran=verify)

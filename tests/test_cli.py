@@ -52,6 +52,19 @@ def test_backup_list_show_restore_round_trip(cli: Cli, files_setup: tuple[Path, 
     assert again["changed"] is False
 
 
+def test_a_restore_without_verification_is_not_called_verified(
+    cli: Cli, files_setup: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """`--no-verify --json` once said "verified": true over an empty check list (an all() over nothing)."""
+    cli("backup", "--plugin", "files", check=True)
+    dest = tmp_path / "restored"
+    out = cli("restore", "latest", "-p", "files", "-t", f"path={dest}", "--no-verify", "--json", check=True)
+    result = json.loads(out.stdout)
+    assert (result["verified"], result["verification"], result["checks"]) == (False, "skipped", [])
+    verified = json.loads(cli("restore", "latest", "-p", "files", "-t", f"path={dest}", "--json", check=True).stdout)
+    assert (verified["verified"], verified["verification"]) == (True, "passed") and verified["checks"]
+
+
 def test_catalog_rebuild_on_a_machine_that_never_saw_the_store(
     cli: Cli, files_setup: tuple[Path, Path], tmp_path: Path
 ) -> None:

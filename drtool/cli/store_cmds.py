@@ -314,6 +314,7 @@ def restore(
                 "details": dict(outcome.result.details),
                 "checks": [c.__dict__ for c in outcome.checks],
                 "verified": outcome.verified,
+                "verification": outcome.verification,
             }
         )
     else:
@@ -321,7 +322,9 @@ def restore(
         for c in outcome.checks:
             mark = "[green]ok[/]" if c.ok else "[red]FAILED[/]"
             console.print(f"  {mark} {c.name}" + (f" — {c.detail}" if c.detail else ""))
-    if not outcome.verified:
+        if not outcome.verification_ran:
+            console.print("  [yellow]not verified[/] (--no-verify)")
+    if outcome.failed:
         failed = ", ".join(c.name for c in outcome.checks if not c.ok)
         raise SourceError(
             f"restored {outcome.plugin}, but verification failed: {failed}", "the checks are listed above"
