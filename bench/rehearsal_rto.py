@@ -32,10 +32,10 @@ from machine import REPO, machine_facts
 
 from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
+from drtool.kube.lab import OBJECTS_PER_SCALE
 from drtool.lab.components.kube_apiserver import KubeApiserver
 from drtool.lab.lab import LIVING_KINDS, Lab
 from drtool.plans.loader import load_plan
-from drtool.plugin.toolkit.kube.lab import OBJECTS_PER_SCALE
 from drtool.rehearsal.rehearse import RehearsalOptions, rehearse
 from drtool.rehearsal.target import lab_plugins, seed_sources
 from drtool.repo.repository import Repository

@@ -264,8 +264,8 @@ def test_cli_backup_show_restore(cli: Cli, tmp_path: Path, dns_source: DnsLab, b
 
 def test_secrets_are_restored_before_certificates() -> None:
     """The kubernetes plugin's restore order (which dns-certs uses) puts Secrets levels before Certificates."""
-    from drtool.plugin.toolkit.kube.discovery import ResourceType
-    from drtool.plugin.toolkit.kube.order import level_of
+    from drtool.kube.discovery import ResourceType
+    from drtool.kube.order import level_of
 
     secrets = ResourceType("", "v1", "secrets", "Secret", True)
     certificates = ResourceType("cert-manager.io", "v1", "certificates", "Certificate", True, crd=True)

@@ -23,9 +23,9 @@ from drtool_plugins.helm.release import decode
 from drtool_plugins.helm.sample import push_oci_chart, release, release_secret, seed_releases, write_repository
 
 from drtool.errors import SourceError
+from drtool.kube.client import KubeClient
+from drtool.kube.settings import Connection
 from drtool.lab import process
-from drtool.plugin.toolkit.kube.client import KubeClient
-from drtool.plugin.toolkit.kube.settings import Connection
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.restore_context import PluginRestoreContext

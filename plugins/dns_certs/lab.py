@@ -30,12 +30,12 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from drtool.errors import SourceError
+from drtool.kube.lab import KINDS, apiserver
 from drtool.lab import pki
 from drtool.lab.components.bind9 import Bind9Server
 from drtool.lab.components.kube_apiserver import KubeApiserver
 from drtool.lab.kube_seed import KubeClient, install_crds
 from drtool.lab.lab import Lab
-from drtool.plugin.toolkit.kube.lab import KINDS, apiserver
 
 from . import tsig
 

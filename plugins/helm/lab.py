@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from drtool.kube.client import KubeClient
+from drtool.kube.lab import KINDS, apiserver
+from drtool.kube.settings import Connection
 from drtool.lab.build import go_binary
-from drtool.plugin.toolkit.kube.client import KubeClient
-from drtool.plugin.toolkit.kube.lab import KINDS, apiserver
-from drtool.plugin.toolkit.kube.settings import Connection
 from drtool.plugin.toolkit.oci.lab import lab_registry
 from drtool.plugin.toolkit.oci.registry import Registry
 

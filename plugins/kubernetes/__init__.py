@@ -16,10 +16,10 @@ the skip list and the restore order and their reasons.
 
 from __future__ import annotations
 
+from drtool.kube import references as _references
+from drtool.kube.lab import SeededCluster
+from drtool.kube.restore import restore_objects
 from drtool.plugin.contract import BasePlugin
-from drtool.plugin.toolkit.kube import references as _references
-from drtool.plugin.toolkit.kube.lab import SeededCluster
-from drtool.plugin.toolkit.kube.restore import restore_objects
 
 from . import backup as _backup
 from . import verify as _verify

@@ -3,7 +3,7 @@
 Backs up configuration only — Topologies, ResourceFlavors, WorkloadPriorityClasses, MultiKueueClusters
 (with the kubeconfig Secrets they name), MultiKueueConfigs, ProvisioningRequestConfigs, AdmissionChecks,
 Cohorts, ClusterQueues, LocalQueues — never Workloads or status, which are Kueue's runtime state. Like the
-kubernetes plugin it is built on the toolkit's Kubernetes machinery (drtool/plugin/toolkit/kube): same
+kubernetes plugin it is built on the toolkit's Kubernetes machinery (drtool/kube): same
 client, discovery, artifact format and server-side apply.
 
 Source settings: ``kubeconfig``, ``context``, ``kueue_namespace`` (kueue-system), ``page_size``.
@@ -14,8 +14,8 @@ reference kinds), ``install_crds`` (true), ``existing`` (update|skip|fail), ``dr
 
 from __future__ import annotations
 
+from drtool.kube.lab import SeededCluster
 from drtool.plugin.contract import BasePlugin
-from drtool.plugin.toolkit.kube.lab import SeededCluster
 
 from . import backup as _backup
 from . import deps as _deps

@@ -11,7 +11,7 @@ import dataclasses
 import re
 
 from drtool.errors import UsageError
-from drtool.plugin.toolkit.kube.references import DOCKER_HUB, registry_host
+from drtool.kube.references import DOCKER_HUB, registry_host
 
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 DOCKER_HUB_API = "registry-1.docker.io"  # where docker.io's distribution API is served

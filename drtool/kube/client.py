@@ -22,8 +22,8 @@ from urllib.parse import urlencode, urlsplit
 import urllib3
 
 from drtool.errors import SourceError
+from drtool.plugin.toolkit import paths
 
-from .. import paths
 from .kubeconfig import load_configuration, proxy_url, ssl_context
 from .settings import Connection
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from drtool.errors import IntegrityError
 from drtool.plugin.contract import RestoreContext
+from drtool.plugin.toolkit import paths
 
-from .. import paths
 from .discovery import CRDS, ResourceType
 
 FORMAT = "ndjson-objects-v1"
