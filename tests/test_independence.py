@@ -362,9 +362,9 @@ def test_webhook_whose_service_will_not_exist_blocks_the_restore(report: Indepen
 
 
 def test_storage_provisioners_and_dns_forwarders(report: IndependenceReport) -> None:
-    local = finding(report, "provisioner:rancher.io/local-path")
-    assert local.status == "inside" and "cluster's own nodes" in local.detail
-    assert finding(report, "provisioner:ebs.csi.aws.com").status == "independent"
+    local = finding(report, "rancher.io/local-path")
+    assert local.kind == "provisioner" and local.status == "inside" and "cluster's own nodes" in local.detail
+    assert finding(report, "ebs.csi.aws.com").status == "independent"
     assert finding(report, "10.96.0.20").status == "inside"  # CoreDNS forwards to an in-cluster resolver
     assert finding(report, "192.0.2.53").status == "independent"
 
@@ -453,8 +453,8 @@ def test_references_of_flux_sources_ignore_policy_webhooks_and_coredns_files() -
         "kind": "MutatingWebhookConfiguration",
         "webhooks": [{"clientConfig": {"service": {"name": "w", "namespace": "n"}}, "failurePolicy": "Ignore"}],
     }
-    ((address, purpose, _),) = references(ignore)
-    assert address == "w.n.svc" and not purpose.startswith("blocks")
+    (ref,) = references(ignore)
+    assert ref.address == "w.n.svc" and not ref.blocks_restore
     corefile = (
         "example.org:53 {\n forward . /etc/resolv.conf\n}\n"
         ".:53 {\n forward . tls://9.9.9.9 8.8.8.8 {\n  max_fails 3\n }\n}"

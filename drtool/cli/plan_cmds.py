@@ -14,6 +14,7 @@ from rich.table import Table
 
 from drtool.cli.run_view import RunView, live_rows, steps_table
 from drtool.cli.state import console, print_json, state
+from drtool.durations import format_duration
 from drtool.errors import ApprovalNeeded, SourceError, UsageError
 from drtool.plans.approval import Approvals
 from drtool.plans.dag import waves
@@ -22,7 +23,7 @@ from drtool.plans.executor import Executor
 from drtool.plans.loader import LoadedPlan, read_values
 from drtool.plans.notify import webhook_for
 from drtool.plans.results import RunResult
-from drtool.plans.schema import Plan, format_duration
+from drtool.plans.schema import Plan
 from drtool.plans.source import find_backup
 from drtool.plans.validate import check_file
 from drtool.plugin.manager import load_plugins

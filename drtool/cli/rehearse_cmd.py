@@ -12,9 +12,9 @@ from rich.table import Table
 from drtool.cli.independence_cmd import inside_failure_domain
 from drtool.cli.plan_cmds import ValuesOpt, load_checked, open_plan_repo
 from drtool.cli.state import console, print_json, progress, state
+from drtool.durations import format_duration
 from drtool.errors import SourceError, UsageError
 from drtool.plans.notify import webhook_for
-from drtool.plans.schema import format_duration
 
 PlanOpt = Annotated[Path, typer.Option("--plan", help="The restore plan (YAML).")]
 

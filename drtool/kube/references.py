@@ -8,9 +8,9 @@ Kept to references that are well defined and cheap to find in the records:
 - ACME servers of cert-manager issuers;
 - admission webhooks, CRD conversion webhooks and aggregated APIs: the URL or in-cluster Service they call;
   an admission webhook with ``failurePolicy: Fail`` (the default) or a conversion webhook served by an
-  in-cluster Service blocks the restore itself (marked ``BLOCKS_RESTORE``): that Service will not exist yet
+  in-cluster Service blocks the restore itself (``blocks_restore``): that Service will not exist yet
   when the objects are written, and the API server rejects every write it cannot send to it;
-- StorageClasses: the provisioner that will create the restored PersistentVolumes (marked ``PROVISIONER``);
+- StorageClasses: the provisioner that will create the restored PersistentVolumes (kind ``provisioner``);
 - GitOps sources the controllers sync from: Argo CD Application and ApplicationSet ``repoURL``, Flux
   GitRepository, HelmRepository, OCIRepository ``spec.url`` and Bucket ``spec.endpoint``;
 - DNS servers: the ``forward`` targets of CoreDNS's Corefile (ConfigMap kube-system/coredns).
@@ -20,11 +20,11 @@ Other Secrets and ConfigMaps are not scanned: their contents are opaque data, no
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from drtool.errors import DrtoolError
-from drtool.independence.marks import BLOCKS_RESTORE, PROVISIONER
 from drtool.plugin.contract import Dependency, RestoreContext
+from drtool.plugin.toolkit.oci.refs import registry_host
 
 from .artifacts import records, types_in
 from .kubeconfig import load_configuration
@@ -33,19 +33,20 @@ from .settings import Connection
 
 UNSCANNED = ("secrets", "configmaps")
 VAULT_ANNOTATIONS = ("vault.hashicorp.com/service", "vault.hashicorp.com/address")
-DOCKER_HUB = "docker.io"
 MAX_EVIDENCE = 3
 COREDNS = "kube-system/coredns"  # the one ConfigMap scanned: its Corefile names the cluster's upstream DNS
 ADMISSION_WEBHOOKS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 FLUX_SOURCES = {"GitRepository": "url", "HelmRepository": "url", "OCIRepository": "url", "Bucket": "endpoint"}
 
 
-def registry_host(image: str) -> str:
-    """The registry an image reference pulls from (``nginx`` -> docker.io, ``ghcr.io/a/b:1`` -> ghcr.io)."""
-    first, sep, _ = image.partition("/")
-    if sep and ("." in first or ":" in first or first == "localhost"):
-        return first
-    return DOCKER_HUB
+class Reference(NamedTuple):
+    """One reference an object carries: a ``Dependency`` of the restore once its evidence is gathered."""
+
+    address: str
+    purpose: str
+    field: str  # where in the object
+    kind: str = "reference"  # or "provisioner" (a storage provisioner's name: Dependency.kind)
+    blocks_restore: bool = False  # Dependency.blocks_restore
 
 
 def _walk(value: Any, path: str = "") -> Iterator[tuple[str, Any, str]]:
@@ -101,35 +102,35 @@ def _svc(ref: Mapping[str, Any]) -> str:
     return f"{ref.get('name')}.{ref.get('namespace')}.svc{port}"
 
 
-def _client_config(value: dict[str, Any], parent: str, blocking: bool) -> Iterator[tuple[str, str, str]]:
+def _client_config(value: dict[str, Any], parent: str, blocking: bool) -> Iterator[Reference]:
     """A webhook's ``clientConfig``: a URL is an ordinary endpoint; an in-cluster Service may block."""
     if value.get("url"):
-        yield value["url"], "webhook URL the API server calls", f"{parent}.clientConfig.url"
+        yield Reference(value["url"], "webhook URL the API server calls", f"{parent}.clientConfig.url")
     elif isinstance(value.get("service"), dict):
         purpose = "in-cluster webhook Service the API server calls"
         if blocking:
-            purpose = f"{BLOCKS_RESTORE}{purpose}, which will not exist yet when the restore writes objects"
-        yield _svc(value["service"]), purpose, f"{parent}.clientConfig.service"
+            purpose = f"{purpose}, which will not exist yet when the restore writes objects"
+        yield Reference(_svc(value["service"]), purpose, f"{parent}.clientConfig.service", blocks_restore=blocking)
 
 
-def _admission_webhooks(obj: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
+def _admission_webhooks(obj: dict[str, Any]) -> Iterator[Reference]:
     for i, hook in enumerate(obj.get("webhooks") or []):
         if isinstance(hook, dict) and isinstance(hook.get("clientConfig"), dict):
             blocking = hook.get("failurePolicy", "Fail") == "Fail"
             yield from _client_config(hook["clientConfig"], f"webhooks[{i}]", blocking)
 
 
-def _gitops_sources(obj: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
+def _gitops_sources(obj: dict[str, Any]) -> Iterator[Reference]:
     api_version, kind = str(obj.get("apiVersion", "")), obj.get("kind")
     if api_version.startswith("argoproj.io/") and kind in ("Application", "ApplicationSet"):
         for key, value, parent in _walk(obj.get("spec") or {}, ".spec"):
             if key == "repoURL" and isinstance(value, str) and value:
-                yield value, f"GitOps source Argo CD {kind} syncs from", f"{parent[1:]}.repoURL"
+                yield Reference(value, f"GitOps source Argo CD {kind} syncs from", f"{parent[1:]}.repoURL")
     elif api_version.startswith("source.toolkit.fluxcd.io/") and kind in FLUX_SOURCES:
         field = FLUX_SOURCES[kind]
         url = (obj.get("spec") or {}).get(field)
         if isinstance(url, str) and url:
-            yield url, f"GitOps source Flux {kind} syncs from", f"spec.{field}"
+            yield Reference(url, f"GitOps source Flux {kind} syncs from", f"spec.{field}")
 
 
 def dns_forwarders(corefile: str) -> Iterator[str]:
@@ -144,51 +145,55 @@ def dns_forwarders(corefile: str) -> Iterator[str]:
                     yield to
 
 
-def references(obj: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
-    """(address, purpose, field) for each reference one object carries."""
+def references(obj: dict[str, Any]) -> Iterator[Reference]:
+    """Each reference one object carries."""
     kind = obj.get("kind")
     for key, value, parent in _walk(obj):
         if _is_image(key, value):
-            yield registry_host(value), "container image registry", f"image {value}"
+            yield Reference(registry_host(value), "container image registry", f"image {value}")
         elif key in ("vault", "acme") and isinstance(value, dict) and isinstance(value.get("server"), str):
-            yield value["server"], f"{'Vault' if key == 'vault' else 'ACME'} server", f"{parent[1:]}.{key}.server"
+            yield Reference(
+                value["server"], f"{'Vault' if key == 'vault' else 'ACME'} server", f"{parent[1:]}.{key}.server"
+            )
         elif key == "clientConfig" and isinstance(value, dict) and kind not in ADMISSION_WEBHOOKS:
             yield from _client_config(value, parent[1:], blocking=kind == "CustomResourceDefinition")
     if kind in ADMISSION_WEBHOOKS:
         yield from _admission_webhooks(obj)
     if kind == "StorageClass" and obj.get("provisioner"):
         purpose = "StorageClass provisioner that creates the restored PersistentVolumes"
-        yield f"{PROVISIONER}{obj['provisioner']}", purpose, "provisioner"
+        yield Reference(obj["provisioner"], purpose, "provisioner", kind="provisioner")
     if kind == "ConfigMap" and object_key(obj) == COREDNS:
         for server in dns_forwarders((obj.get("data") or {}).get("Corefile", "")):
-            yield server, "upstream DNS server the cluster's CoreDNS forwards to", "data.Corefile forward"
+            yield Reference(server, "upstream DNS server the cluster's CoreDNS forwards to", "data.Corefile forward")
     yield from _gitops_sources(obj)
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     for name in VAULT_ANNOTATIONS:
         if annotations.get(name):
-            yield annotations[name], "Vault address", f"annotation {name}"
+            yield Reference(annotations[name], "Vault address", f"annotation {name}")
     if obj.get("kind") == "APIService" and isinstance((obj.get("spec") or {}).get("service"), dict):
-        yield _svc(obj["spec"]["service"]), "in-cluster Service of an aggregated API", "spec.service"
+        yield Reference(_svc(obj["spec"]["service"]), "in-cluster Service of an aggregated API", "spec.service")
 
 
 def dependencies(ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
     deps = [_target_endpoint(target)]
-    found: dict[tuple[str, str], list[str]] = {}
-    counts: dict[tuple[str, str], int] = {}
+    found: dict[tuple[str, str, str, bool], list[str]] = {}
+    counts: dict[tuple[str, str, str, bool], int] = {}
     for t in types_in(ctx):
         if t.key in UNSCANNED and t.key != "configmaps":
             continue
         for rec in records(ctx, t):
             if t.key == "configmaps" and object_key(rec["object"]) != COREDNS:
                 continue
-            for address, purpose, field in references(rec["object"]):
-                where = found.setdefault((address, purpose), [])
-                counts[(address, purpose)] = counts.get((address, purpose), 0) + 1
+            for ref in references(rec["object"]):
+                key = (ref.address, ref.purpose, ref.kind, ref.blocks_restore)
+                where = found.setdefault(key, [])
+                counts[key] = counts.get(key, 0) + 1
                 if len(where) < MAX_EVIDENCE:
-                    where.append(f"{t.key} {object_key(rec['object'])} {field}")
-    for ref, where in sorted(found.items()):
-        more = f" (+{counts[ref] - len(where)} more)" if counts[ref] > len(where) else ""
-        deps.append(Dependency("reference", ref[0], ref[1], "; ".join(where) + more))
+                    where.append(f"{t.key} {object_key(rec['object'])} {ref.field}")
+    for key, where in sorted(found.items()):
+        address, purpose, kind, blocks = key
+        more = f" (+{counts[key] - len(where)} more)" if counts[key] > len(where) else ""
+        deps.append(Dependency(kind, address, purpose, "; ".join(where) + more, blocks_restore=blocks))
     return deps
 
 

@@ -43,8 +43,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from drtool.config import CREDENTIAL_ENV
 from drtool.crypto.slots import KeySlot
+from drtool.environ import CREDENTIAL_ENV
 from drtool.plugin.contract import Check, RestoreResult
 from drtool.repo.chains import PointPlan
 from drtool.repo.config import StoreConfig
