@@ -23,8 +23,8 @@ import pytest
 from drtool.backends import Backend, open_backend
 from drtool.backends.s3 import S3Backend
 from drtool.errors import NotFound, ObjectExists, StoreUnavailable, UsageError
-from drtool.lab import process
 from drtool.lab.components.minio import MinioServer
+from drtool.servers import process
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.minio)])

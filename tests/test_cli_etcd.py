@@ -12,8 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from drtool.lab.components.etcd import EtcdServer
 from drtool.lab.etcd_seed import settings_of
+from drtool.servers.etcd import EtcdServer
 from tests.fixtures.core import Cli, assert_clean_error
 
 

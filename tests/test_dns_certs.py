@@ -288,7 +288,7 @@ def test_externaldns_policy_rewrite() -> None:
 
 
 def test_reissue_reasons_catch_a_foreign_key(tmp_path: Path) -> None:
-    from drtool.lab import pki
+    from drtool.servers import pki
 
     ca = pki.make_ca(tmp_path, "ca")
     a = pki.issue(ca, tmp_path, "a", "a.example", sans=["a.example"], days=30)

@@ -32,7 +32,6 @@ from drtool.compact import compact
 from drtool.crypto.credentials import Credentials
 from drtool.errors import DrtoolError, IntegrityError, UsageError
 from drtool.follow import FollowSession, run_follow
-from drtool.lab.components.etcd import EtcdServer
 from drtool.lab.etcd_seed import gateway, settings_of
 from drtool.plans.executor import Executor
 from drtool.plans.loader import load_plan
@@ -47,6 +46,7 @@ from drtool.repo.repository import Repository
 from drtool.restore import run_restore
 from drtool.retention import BackupRef, ChainPosition, RetentionPolicy, decide
 from drtool.scheduler.sets import parse_backup_sets
+from drtool.servers.etcd import EtcdServer
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error, count_manifest_reads
 from tests.fixtures.etcd import etcdctl_dump
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from drtool.lab.process import alive
 from drtool.rehearsal.target import lab_plugins
+from drtool.servers.process import alive
 
 REPO = Path(__file__).parents[1]
 

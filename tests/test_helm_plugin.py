@@ -25,12 +25,12 @@ from drtool_plugins.helm.sample import push_oci_chart, release, release_secret, 
 from drtool.errors import SourceError
 from drtool.kube.client import KubeClient
 from drtool.kube.settings import Connection
-from drtool.lab import process
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.restore_context import PluginRestoreContext
 from drtool.repo.writer import BackupSession
 from drtool.restore import run_restore
+from drtool.servers import process
 from tests.fixtures.kube import KubeLab, start_kube_lab
 from tests.fixtures.registry import RegistryLab
 

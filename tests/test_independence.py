@@ -36,11 +36,11 @@ from drtool.independence.domain import Address, DomainMatch, FailureDomain
 from drtool.independence.remedies import CUTOVER_PURPOSE, Remedy
 from drtool.kube.references import dns_forwarders, references
 from drtool.lab.kube_seed import KubeClient, wait_established
-from drtool.lab.process import free_port
 from drtool.plans.schema import Plan
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.writer import BackupSession
+from drtool.servers.process import free_port
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
 from tests.fixtures.kube import KubeLab, start_kube_lab
 

@@ -205,7 +205,7 @@ def test_dependencies_name_the_target_mlflow_and_object_store(
 
 
 def test_mlflow_down_is_a_clear_source_error(repo: Repository, cli: Cli, tmp_path: Path) -> None:
-    from drtool.lab.process import free_port
+    from drtool.servers.process import free_port
 
     down = {"url": f"http://127.0.0.1:{free_port()}"}
     with pytest.raises(SourceError, match="unreachable"):

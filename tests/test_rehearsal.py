@@ -21,7 +21,6 @@ from drtool.catalog.runs import RunLog
 from drtool.errors import UsageError
 from drtool.independence.domain import FailureDomain
 from drtool.lab.lab import Lab
-from drtool.lab.process import alive
 from drtool.plans.loader import load_plan
 from drtool.rehearsal import netns
 from drtool.rehearsal.agreement import bug_pairs
@@ -30,6 +29,7 @@ from drtool.rehearsal.isolation import isolate
 from drtool.rehearsal.rehearse import RehearsalOptions, rehearse
 from drtool.rehearsal.target import lab_plugins, seed_sources
 from drtool.repo.repository import Repository
+from drtool.servers.process import alive
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error, count_manifest_reads
 from tests.fixtures.kube import KubeLab
 

@@ -18,7 +18,7 @@ from drtool.environ import child_env
 from drtool.errors import SourceError
 from drtool.lab.components import KINDS
 from drtool.lab.gorun import go_executable
-from drtool.lab.provision import Provision, debian
+from drtool.servers.provision import Provision, debian
 
 TOOLCHAIN = "toolchain"
 # not a lab server: what a rehearsal's network namespace is made with (drtool/rehearsal/netns.py); without it a

@@ -14,7 +14,7 @@ from typing import Any
 
 import requests
 
-from drtool.lab.components.etcd import EtcdServer
+from drtool.servers.etcd import EtcdServer
 
 SEED_KEYS = 3000
 BIG_VALUE = 300 * 1024  # bigger than one 32 KiB snapshot message and one chunk of the gateway's stream

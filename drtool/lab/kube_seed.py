@@ -43,9 +43,10 @@ import requests
 import yaml
 
 from drtool.errors import SourceError
-from drtool.lab import pki, upstream
+from drtool.lab import upstream
 from drtool.lab.components.kube_apiserver import FIELD_MANAGER, KubeAccess
 from drtool.lab.upstream import Loader
+from drtool.servers import pki
 
 Obj = dict[str, Any]
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from drtool.environ import child_env
 from drtool.errors import DrtoolError, NotFound
 from drtool.lab.doctor import ISOLATION, TOOLCHAIN, Finding, needed, with_requirements
-from drtool.lab.provision import Provision
+from drtool.servers.provision import Provision
 
 Echo = Callable[[str], None]
 APT_TIMEOUT_S = 1800

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from drtool.errors import DrtoolError, UsageError
-from drtool.lab.components.etcd import EtcdServer
 from drtool.lab.lab import Lab
 from drtool.plans.schema import Plan, Step
 from drtool.plans.steps import step_target
@@ -28,6 +27,7 @@ from drtool.plugin.manager import get_plugin, load_plugins
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.restore import restore_dependencies
+from drtool.servers.etcd import EtcdServer
 
 if TYPE_CHECKING:
     from drtool.catalog.db import Catalog

@@ -1,7 +1,7 @@
 """The plugin's lab: cert-manager, CoreDNS, ExternalDNS and load balancers in a lab kube-apiserver, and a
 TSIG-protected zone in a lab bind9 (``LabSupport``: `drtool lab`, the demo, rehearsals and the tests).
 
-Certificates are real: a CA and leaf certificates made with ``cryptography`` (``drtool.lab.pki``), stored
+Certificates are real: a CA and leaf certificates made with ``cryptography`` (``drtool.servers.pki``), stored
 as cert-manager stores them — Secrets with the issuer and certificate-name annotations, Certificates with
 the status cert-manager reports (Ready, notBefore/notAfter, renewalTime, revision) — so that a restore can
 be judged by cert-manager's own re-issuance rules without a cert-manager controller. One certificate
@@ -31,11 +31,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from drtool.errors import SourceError
 from drtool.kube.lab import KINDS, apiserver
-from drtool.lab import pki
 from drtool.lab.components.bind9 import Bind9Server
 from drtool.lab.components.kube_apiserver import KubeApiserver
 from drtool.lab.kube_seed import KubeClient, install_crds
 from drtool.lab.lab import Lab
+from drtool.servers import pki
 
 from . import tsig
 

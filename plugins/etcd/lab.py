@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from drtool.kube.lab import KINDS, seeded_cluster
-from drtool.lab.components.etcd import EtcdServer
 from drtool.lab.etcd_seed import settings_of
 from drtool.lab.lab import Lab
+from drtool.servers.etcd import EtcdServer
 
 
 class EtcdLab:

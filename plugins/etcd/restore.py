@@ -42,7 +42,7 @@ from .backup import SNAPSHOT
 from .snapshot import SnapshotDigest
 
 if TYPE_CHECKING:
-    from drtool.lab.components.etcd import EtcdServer
+    from drtool.servers.etcd import EtcdServer
 
 MARKER_SUFFIX = ".drtool-restore.json"
 MARKER_VERSION = 1
@@ -112,7 +112,7 @@ class RestoreSpec:
 
         Only ``start: true`` and a point-in-time restore's throwaway replay member (replay.py) ask for one,
         so only then is the lab's process supervision loaded."""
-        from drtool.lab.components.etcd import EtcdServer
+        from drtool.servers.etcd import EtcdServer
 
         if state:
             return EtcdServer.from_state(dict(state))  # type: ignore[return-value]

@@ -12,8 +12,8 @@ from typing import Any
 
 import hvac
 
-from drtool.lab.components.openbao import OpenBaoServer
 from drtool.lab.lab import Lab
+from drtool.servers.openbao import OpenBaoServer
 
 from .kv import wait_ready
 

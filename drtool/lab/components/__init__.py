@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from drtool.lab.components.base import Component
 from drtool.lab.components.bind9 import Bind9Server
 from drtool.lab.components.cert_manager import CertManagerController
-from drtool.lab.components.etcd import EtcdServer
 from drtool.lab.components.git_server import GitServer
 from drtool.lab.components.kube_apiserver import KubeApiserver
 from drtool.lab.components.kube_controller_manager import KubeControllerManager
@@ -14,9 +12,11 @@ from drtool.lab.components.kueue import KueueController
 from drtool.lab.components.kwok import KwokController
 from drtool.lab.components.minio import MinioServer
 from drtool.lab.components.mlflow import MlflowServer
-from drtool.lab.components.openbao import OpenBaoServer
 from drtool.lab.components.postgres import PostgresServer
 from drtool.lab.components.registry import RegistryServer
+from drtool.servers.component import Component
+from drtool.servers.etcd import EtcdServer
+from drtool.servers.openbao import OpenBaoServer
 
 KINDS: dict[str, type[Component]] = {
     Bind9Server.kind: Bind9Server,

@@ -20,9 +20,9 @@ import shutil
 from pathlib import Path
 
 from drtool.errors import SourceError
-from drtool.lab import process
-from drtool.lab.components.base import Component
-from drtool.lab.provision import Provision, debian
+from drtool.servers import process
+from drtool.servers.component import Component
+from drtool.servers.provision import Provision, debian
 
 NAMED = "named"
 KEY_ALGORITHM = "hmac-sha256"

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import ClassVar
 
 from drtool.errors import SourceError
-from drtool.lab import pki, process
-from drtool.lab.components.base import Component
 from drtool.lab.components.kube_apiserver import KubeAccess, KubeApiserver, kubeconfig
 from drtool.lab.gomods import lab_binary
+from drtool.servers import pki, process
+from drtool.servers.component import Component
 
 
 @dataclasses.dataclass

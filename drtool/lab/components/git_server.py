@@ -13,9 +13,9 @@ import subprocess
 from pathlib import Path
 
 from drtool.environ import child_env
-from drtool.lab import process
-from drtool.lab.components.base import Component
-from drtool.lab.provision import Provision, debian
+from drtool.servers import process
+from drtool.servers.component import Component
+from drtool.servers.provision import Provision, debian
 
 
 @dataclasses.dataclass

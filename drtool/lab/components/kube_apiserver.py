@@ -39,10 +39,10 @@ from typing import Any
 import requests
 
 from drtool.errors import SourceError
-from drtool.lab import pki, process
 from drtool.lab.build import kube_apiserver_binary
-from drtool.lab.components.base import Component
-from drtool.lab.components.etcd import EtcdServer
+from drtool.servers import pki, process
+from drtool.servers.component import Component
+from drtool.servers.etcd import EtcdServer
 
 SERVICE_CIDR = "10.96.0.0/16"  # the first address, 10.96.0.1, is the `kubernetes` Service's ClusterIP
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc"

@@ -17,10 +17,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from drtool.lab.components.base import Component
 from drtool.lab.components.cluster_process import ClusterProcess
 from drtool.lab.components.kube_apiserver import KubeApiserver
 from drtool.lab.gomods import lab_binary
+from drtool.servers.component import Component
 
 CONTROLLERS = (
     "garbage-collector-controller",

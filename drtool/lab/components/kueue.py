@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from drtool.errors import SourceError
-from drtool.lab import pki, process
 from drtool.lab.components.cluster_process import ClusterProcess
 from drtool.lab.components.kube_apiserver import FIELD_MANAGER, apply
 from drtool.lab.gomods import lab_binary
+from drtool.servers import pki, process
 
 Obj = dict[str, Any]
 NAMESPACE = "kueue-system"

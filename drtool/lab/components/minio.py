@@ -11,10 +11,10 @@ import dataclasses
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from drtool.lab import process
 from drtool.lab.build import MINIO_MODULE, MINIO_VERSION, binary_path, minio_binary
-from drtool.lab.components.base import Component
-from drtool.lab.provision import Provision, go_installed
+from drtool.servers import process
+from drtool.servers.component import Component
+from drtool.servers.provision import Provision, go_installed
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient

@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from drtool.errors import SourceError
-from drtool.lab import process
-from drtool.lab.components.base import Component
 from drtool.lab.components.minio import MinioServer
-from drtool.lab.provision import Provision, pypi
+from drtool.servers import process
+from drtool.servers.component import Component
+from drtool.servers.provision import Provision, pypi
 
 
 def mlflow_command() -> list[str]:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from drtool.environ import child_env
 from drtool.errors import SourceError, UsageError
-from drtool.lab import process
-from drtool.lab.components.base import Component
-from drtool.lab.provision import Provision, debian
+from drtool.servers import process
+from drtool.servers.component import Component
+from drtool.servers.provision import Provision, debian
 
 PG_ROOT = Path("/usr/lib/postgresql")
 _DB_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")

@@ -19,9 +19,9 @@ import secrets
 import urllib.error
 import urllib.request
 
-from drtool.lab import process
-from drtool.lab.components.base import Component
 from drtool.lab.gomods import lab_binary
+from drtool.servers import process
+from drtool.servers.component import Component
 
 
 @dataclasses.dataclass

@@ -11,9 +11,9 @@ import ssl
 from pathlib import Path
 
 from drtool.binaries import etcd_binary
-from drtool.lab import pki, process
-from drtool.lab.components.base import Component
-from drtool.lab.provision import Provision, pypi
+from drtool.servers import pki, process
+from drtool.servers.component import Component
+from drtool.servers.provision import Provision, pypi
 
 
 @dataclasses.dataclass

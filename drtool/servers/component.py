@@ -6,8 +6,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any, ClassVar
 
-from drtool.lab import process
-from drtool.lab.provision import Provision
+from drtool.servers import process
+from drtool.servers.provision import Provision
 
 
 @dataclasses.dataclass
@@ -57,7 +57,7 @@ class Component:
     @classmethod
     def provisions(cls) -> list[Provision]:
         """Where the programs it runs come from and whether they are here (`drtool lab doctor`)."""
-        from drtool.lab.provision import go_built
+        from drtool.servers.provision import go_built
 
         return [go_built(name) for name in cls.binaries]
 

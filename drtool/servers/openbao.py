@@ -18,9 +18,9 @@ from typing import Any
 import requests
 
 from drtool.binaries import bao_binary
-from drtool.lab import process
-from drtool.lab.components.base import Component
-from drtool.lab.provision import Provision, pypi
+from drtool.servers import process
+from drtool.servers.component import Component
+from drtool.servers.provision import Provision, pypi
 
 
 def health(address: str, timeout: float = 2.0) -> dict[str, Any] | None:
