@@ -45,10 +45,12 @@ LAYERS = (
         },
     ),
     Layer(
-        "crypto and backends",
+        "crypto, backends and servers",
         {
             "drtool.crypto": "the master key, key slots, Shamir shares, the keys a credential opens",
             "drtool.backends": "bytes by name: a directory or an S3 bucket",
+            "drtool.servers": "servers drtool starts and supervises: an etcd member on a restored data directory, "
+            "a trial OpenBao (and every lab server's base)",
             "drtool.lab": "real servers for the demo, rehearsals and tests, built from pinned upstream modules",
         },
     ),

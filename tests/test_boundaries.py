@@ -172,8 +172,6 @@ LAB_SIDE = (
 )
 # Production features that run a server through the lab's process supervision, importing it only when used.
 LAB_BACKED = {
-    "plugins/etcd/restore.py": "target start: true (and a PITR's replay member) runs etcd as the lab's EtcdServer",
-    "plugins/vault/snapshot.py": "the trial restore runs a throwaway OpenBaoServer",
     "plugins/checkpoints/location.py": "a `lab:` location reads a lab's MinIO credentials",
 }
 

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from drtool.environ import child_env
 from drtool.errors import SourceError
 from drtool.lab.components import KINDS
+from drtool.lab.gomods import go_built
 from drtool.lab.gorun import go_executable
 from drtool.servers.provision import Provision, debian
 
@@ -63,7 +64,8 @@ def needed(kinds: Iterable[str]) -> list[Finding]:
     first (``with_requirements``)."""
     findings = [Finding(TOOLCHAIN, go_toolchain()), Finding(ISOLATION, iproute2())]
     for kind in with_requirements(kinds):
-        findings += [Finding(kind, p) for p in KINDS[kind].provisions()]
+        programs = [*KINDS[kind].provisions(), *(go_built(name) for name in KINDS[kind].binaries)]
+        findings += [Finding(kind, p) for p in programs]
     return findings
 
 

@@ -25,6 +25,7 @@ from drtool.environ import child_env
 from drtool.errors import SourceError, UsageError
 from drtool.lab.bincache import binary_path, cache_dir, locked
 from drtool.lab.gorun import run_go
+from drtool.servers.provision import Provision
 
 GOMOD = Path(__file__).parent / "gomod"
 
@@ -176,3 +177,10 @@ def _build(gomod: str, binaries: list[LabBinary]) -> None:
         )
         for b in binaries:
             os.replace(Path(tmp) / b.package.rsplit("/", 1)[1], b.path)
+
+
+def go_built(program: str) -> Provision:
+    """Where a binary of one of the checked-in build modules comes from, and whether it is built."""
+    binary = BINARIES[program]
+    path = binary.path
+    return Provision(program, "go build", binary.source, binary.version, str(path) if path.is_file() else None)

@@ -1,4 +1,5 @@
-"""What every lab server is: a detached process with a state folder, a health check and client settings."""
+"""What every server drtool starts is (a lab's, or a trial one of a restore): a detached process with a state
+folder, a health check and client settings."""
 
 from __future__ import annotations
 
@@ -56,10 +57,9 @@ class Component:
 
     @classmethod
     def provisions(cls) -> list[Provision]:
-        """Where the programs it runs come from and whether they are here (`drtool lab doctor`)."""
-        from drtool.servers.provision import go_built
-
-        return [go_built(name) for name in cls.binaries]
+        """Where the programs it runs come from and whether they are here (`drtool lab doctor`), besides its Go
+        builds (``binaries``, which the lab knows)."""
+        return []
 
     def to_state(self) -> dict[str, Any]:
         return {"kind": self.kind, **dataclasses.asdict(self)}

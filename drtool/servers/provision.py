@@ -1,4 +1,4 @@
-"""Where each lab program comes from and whether it is on this machine (``drtool lab doctor``).
+"""Where each server program comes from and whether it is on this machine (``drtool lab doctor``).
 
 Every component kind answers ``provisions()`` with one ``Provision`` per program it runs: how it is
 obtained (a Go build from a pinned module, a PyPI distribution, a Debian package), its version (found, or
@@ -37,15 +37,6 @@ class Provision:
         if self.how == "go.dev":
             return f"install {self.source}"
         return f"built on first use (python -m drtool.lab.build {self.program})"
-
-
-def go_built(program: str) -> Provision:
-    """A binary of one of the checked-in build modules (``drtool.lab.gomods``)."""
-    from drtool.lab.gomods import BINARIES
-
-    binary = BINARIES[program]
-    path = binary.path
-    return Provision(program, "go build", binary.source, binary.version, str(path) if path.is_file() else None)
 
 
 def go_installed(program: str, module: str, version: str, path: Path) -> Provision:
