@@ -118,7 +118,9 @@ def main() -> None:
         for b in ("source", "store"):
             minio.create_bucket(b)
         keys = seed(client, "source", disk, args.shards, shard_size)
-        src = {"sources": [{"name": "train", "url": "s3://source/ckpt", "lab": "bench"}], **options}
+        keys = str(minio.credentials_file())
+        source = {"name": "train", "url": "s3://source/ckpt", "endpoint_url": minio.api_url, "credentials_file": keys}
+        src = {"sources": [source], **options}
         restic = str(go_binary(*RESTIC))
         columns = ["copy", "backup", "restore", "restic", "restic_restore", "rss_b", "rss_r", "rss_restic"]
         columns += ["rss_restic_r", "cpu_copy", "cpu_b", "cpu_r", "cpu_restic", "cpu_restic_r", "load"]

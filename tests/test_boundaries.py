@@ -171,9 +171,7 @@ LAB_SIDE = (
     "drtool/cli/rehearse_cmd.py",
 )
 # Production features that run a server through the lab's process supervision, importing it only when used.
-LAB_BACKED = {
-    "plugins/checkpoints/location.py": "a `lab:` location reads a lab's MinIO credentials",
-}
+LAB_BACKED = {}
 
 
 def test_production_code_does_not_import_the_lab() -> None:

@@ -118,7 +118,9 @@ def restored(lab_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         (work / "plan.yaml").write_text(PLAN)
         loaded = load_plan(work / "plan.yaml")
         admin = {"kubeconfig": str(target["kube-apiserver"].admin_kubeconfig)}  # type: ignore[attr-defined]
-        overrides = {"kubernetes": admin, "checkpoints": {"url": f"s3://{TARGET_BUCKET}/runs", "lab": target.name}}
+        restored = {"url": f"s3://{TARGET_BUCKET}/runs", "endpoint_url": minio.api_url}
+        restored["credentials_file"] = str(minio.credentials_file())
+        overrides = {"kubernetes": admin, "checkpoints": restored}
         started = time.monotonic()
         run = Executor(loaded, repo, manifest, overrides=overrides).execute()
         assert run.steps["checkpoints"].status == "ok", run.steps["checkpoints"]

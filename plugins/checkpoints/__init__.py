@@ -6,10 +6,11 @@ checkpoint that changes while it is read is copied again or skipped, never store
 are taken from the previous backup by reference. Restore writes each checkpoint's commit files last.
 
 Source settings: ``sources`` (list of ``url: s3://B/P`` or ``path: DIR``, with ``name``, ``endpoint_url``,
-``lab``, ``markers``, ``run``, ``include``, ``exclude``, ``milestones``), ``workers``, ``retries``, ``reread``,
-``verify_source_checksums``, ``ranged_threshold``, ``range_size``, ``ranges_in_flight``. Target: ``url`` or
-``path`` (+ ``endpoint_url``, ``lab``). Restore options: ``checkpoints`` (names/globs), ``source``,
-``overwrite``, ``workers``. docs/checkpoints.md explains each.
+``credentials_file``, ``markers``, ``run``, ``include``, ``exclude``, ``milestones``), ``workers``,
+``retries``, ``reread``, ``verify_source_checksums``, ``ranged_threshold``, ``range_size``,
+``ranges_in_flight``. Target: ``url`` or ``path`` (+ ``endpoint_url``, ``credentials_file``). Restore
+options: ``checkpoints`` (names/globs), ``source``, ``overwrite``, ``workers``. docs/checkpoints.md
+explains each.
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from drtool.lab import training
 
 from . import samples
-from .location import s3_client
 
 if TYPE_CHECKING:
     from drtool.lab.components.minio import MinioServer
@@ -28,6 +27,11 @@ def _minio(lab: Lab) -> MinioServer:
     server = lab.first("minio")
     assert server is not None
     return server  # type: ignore[return-value]
+
+
+def _location(minio: MinioServer) -> dict[str, str]:
+    """Settings that point a location at the lab's MinIO: its endpoint, and its keys in a file."""
+    return {"endpoint_url": minio.api_url, "credentials_file": str(minio.credentials_file())}
 
 
 def seed_bucket(client: Any, bucket: str, prefix: str, scale: int = 1) -> None:
@@ -60,11 +64,11 @@ class CheckpointsLab:
     def seed(self, lab: Lab, scale: int = 1) -> dict[str, Any]:
         minio = _minio(lab)
         minio.create_bucket(SOURCE_BUCKET)
-        seed_bucket(s3_client(None, lab.name), SOURCE_BUCKET, "runs", scale)
+        seed_bucket(minio.client(), SOURCE_BUCKET, "runs", scale)
         training.torn_run(lab, {"url": f"s3://{SOURCE_BUCKET}/runs", "lab": lab.name})
-        return {"sources": [{"name": "training", "url": f"s3://{SOURCE_BUCKET}/runs", "lab": lab.name}]}
+        return {"sources": [{"name": "training", "url": f"s3://{SOURCE_BUCKET}/runs", **_location(minio)}]}
 
     def target(self, lab: Lab) -> dict[str, Any]:
         minio = _minio(lab)
         minio.create_bucket(TARGET_BUCKET)
-        return {"url": f"s3://{TARGET_BUCKET}/runs", "lab": lab.name}
+        return {"url": f"s3://{TARGET_BUCKET}/runs", **_location(minio)}

@@ -9,8 +9,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import secrets
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from drtool.files import replace_private
 from drtool.lab.build import MINIO_MODULE, MINIO_VERSION, binary_path, minio_binary
 from drtool.servers import process
 from drtool.servers.component import Component
@@ -20,6 +22,13 @@ if TYPE_CHECKING:
     from botocore.client import BaseClient
 
 REGION = "us-east-1"
+
+
+def aws_credentials_file(path: Path, access_key: str, secret_key: str) -> Path:
+    """Write ``path`` (mode 0600, section ``[default]``) in the ``~/.aws/credentials`` format; return it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    replace_private(path, f"[default]\naws_access_key_id = {access_key}\naws_secret_access_key = {secret_key}\n")
+    return path
 
 
 @dataclasses.dataclass
@@ -96,6 +105,11 @@ class MinioServer(Component):
 
     def describe(self) -> str:
         return f"{self.api_url} (console :{self.console_port})"
+
+    def credentials_file(self) -> Path:
+        """The root keys in an AWS-style credentials file in this server's folder, for plugin settings that
+        name one (checkpoints' ``credentials_file``): keys never go into settings themselves."""
+        return aws_credentials_file(self.path / "s3-credentials", self.root_user, self.root_password)
 
     def client(self) -> BaseClient:
         """A boto3 S3 client with the root credentials, independent of the caller's AWS_* environment.

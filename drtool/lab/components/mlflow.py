@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from drtool.errors import SourceError
-from drtool.lab.components.minio import MinioServer
+from drtool.lab.components.minio import MinioServer, aws_credentials_file
 from drtool.servers import process
 from drtool.servers.component import Component
 from drtool.servers.provision import Provision, pypi
@@ -99,13 +99,7 @@ class MlflowServer(Component):
         Clients that must reach two stores with different keys in one process (a backup from one lab and a
         restore into another) name this file in their settings instead of relying on the AWS_* variables.
         """
-        path = self.path / "s3-credentials"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch(mode=0o600)
-        path.write_text(
-            f"[default]\naws_access_key_id = {self.s3_access_key}\naws_secret_access_key = {self.s3_secret_key}\n"
-        )
-        return path
+        return aws_credentials_file(self.path / "s3-credentials", self.s3_access_key, self.s3_secret_key)
 
     def argv(self) -> list[str]:
         return [
