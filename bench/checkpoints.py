@@ -31,10 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from drtool_lab.build import go_binary
+from drtool_lab.lab import Lab
 from machine import load, machine_facts, popen_measured, write_results
-
-from drtool.lab.build import go_binary
-from drtool.lab.lab import Lab
 
 MiB = 1 << 20
 PASS = "bench-passphrase"

@@ -51,7 +51,7 @@ LAYERS = (
             "drtool.backends": "bytes by name: a directory or an S3 bucket",
             "drtool.servers": "servers drtool starts and supervises: an etcd member on a restored data directory, "
             "a trial OpenBao (and every lab server's base)",
-            "drtool.lab": "real servers for the demo, rehearsals and tests, built from pinned upstream modules",
+            "drtool_lab": "real servers for the demo, rehearsals and tests, built from pinned upstream modules",
         },
     ),
     Layer(
@@ -99,7 +99,7 @@ LAYERS = (
         {
             "drtool.plans": "restore plans: schema, validation, the DAG executor, approvals, checks",
             "drtool.independence": "recovery independence: what a restore still needs from the failed domain",
-            "drtool.rehearsal": "rehearsals: a plan restored into a fresh target, timed against its objectives",
+            "drtool_lab.rehearsal": "rehearsals: a plan restored into a fresh target, timed against its objectives",
             "drtool.report": "reports for people and machines: Markdown, HTML, JSON, SVG",
             "drtool.scheduler": "scheduled backups of backup sets, and their history",
         },
@@ -109,7 +109,7 @@ LAYERS = (
         {
             "drtool.config": "the config file, the environment and the credentials a command runs with",
             "drtool.runbook": "a Markdown runbook for a plan",
-            "drtool.demo": "`drtool demo`: the story told on a lab",
+            "drtool_lab.demo": "`drtool demo`: the story told on a lab",
             "drtool.cli": "the `drtool` command: parses and prints, the library does the work",
             "drtool.__main__": "`python -m drtool`",
         },

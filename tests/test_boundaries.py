@@ -164,11 +164,11 @@ def test_no_import_loop_in_repo() -> None:
 
 # Modules whose job is the lab: standing servers up, seeding them, rehearsing into them.
 LAB_SIDE = (
-    "drtool/lab/",
-    "drtool/rehearsal/",
-    "drtool/demo/",
-    "drtool/cli/lab_cmds.py",
-    "drtool/cli/rehearse_cmd.py",
+    "lab/",
+    "lab/rehearsal/",
+    "lab/demo/",
+    "lab/cli/lab_cmds.py",
+    "lab/cli/rehearse_cmd.py",
 )
 # Production features that run a server through the lab's process supervision, importing it only when used.
 LAB_BACKED = {}
@@ -183,6 +183,6 @@ def test_production_code_does_not_import_the_lab() -> None:
             if where.startswith(LAB_SIDE) or path.name == "lab.py" or where in LAB_BACKED:
                 continue
             found += [
-                f"{where} imports {m}" for m in _imports(path, _package(path, root, name)) if m.startswith("drtool.lab")
+                f"{where} imports {m}" for m in _imports(path, _package(path, root, name)) if m.startswith("drtool_lab")
             ]
     assert not found, found

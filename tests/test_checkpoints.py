@@ -16,16 +16,16 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from drtool_lab.components.minio import MinioServer
+from drtool_lab.lab import Lab
+from drtool_lab.plugins.checkpoints import seed_bucket
 from drtool_plugins.checkpoints import CheckpointsPlugin, dcp, samples
 from drtool_plugins.checkpoints import location as loc_mod
-from drtool_plugins.checkpoints.lab import seed_bucket
 from drtool_plugins.checkpoints.retention import backups_to_keep
 from safetensors.numpy import load as st_load
 
 from drtool.backup import run_backup
 from drtool.errors import SourceError, UsageError
-from drtool.lab.components.minio import MinioServer
-from drtool.lab.lab import Lab
 from drtool.repo.repository import Repository
 from drtool.repo.restore_context import PluginRestoreContext
 from drtool.restore import run_restore

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 import yaml
+from drtool_lab.demo.followup import CUTOVER_VARIABLE, follow_up
+from drtool_lab.doctor import Finding, with_requirements
+from drtool_lab.obtain import debian_install_impossible, unavailable_kinds
 
-from drtool.demo.followup import CUTOVER_VARIABLE, follow_up
-from drtool.lab.doctor import Finding, with_requirements
-from drtool.lab.obtain import debian_install_impossible, unavailable_kinds
 from drtool.plans.loader import load_plan, read_values
 from drtool.progress import LineProgress
 from drtool.servers.provision import Provision

@@ -19,12 +19,12 @@ import dns.rdatatype
 import pytest
 import yaml
 from cryptography import x509
+from drtool_lab.components.bind9 import Bind9Server
+from drtool_lab.plugins.dns_certs import SERIAL, VALUES, ZONE
 from drtool_plugins.dns_certs import DnsCertsPlugin, certs, externaldns, zones
-from drtool_plugins.dns_certs.lab import SERIAL, VALUES, ZONE
 from kubernetes import client as k8s
 
 from drtool.errors import UsageError, WrongKey
-from drtool.lab.components.bind9 import Bind9Server
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.writer import BackupSession
@@ -75,7 +75,7 @@ def axfr(bind: Bind9Server, key_file: str | Path) -> dict[tuple[str, str], tuple
 def install_cert_manager(lab: DnsLab) -> None:
     """cert-manager's CRDs, as installing cert-manager in the new cluster (before the restore) leaves them:
     so that a CertificateRequest could be created, and its absence means something."""
-    from drtool.lab.kube_seed import KubeClient, install_crds
+    from drtool_lab.kube_seed import KubeClient, install_crds
 
     install_crds(KubeClient(lab.lab["kube-apiserver"].access()), ["cert-manager"])  # type: ignore[attr-defined]
 

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from drtool_lab.etcd_seed import gateway, settings_of
 from drtool_plugins.etcd import EtcdPlugin
 from drtool_plugins.etcd.restore import MARKER_SUFFIX, SCRATCH_PREFIX, bump_supported
 from drtool_plugins.etcd.snapshot import SnapshotDigest
 
 from drtool.binaries import etcd_binary
 from drtool.errors import IntegrityError, SourceError, UsageError
-from drtool.lab.etcd_seed import gateway, settings_of
 from drtool.plugin.contract import Plugin
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository

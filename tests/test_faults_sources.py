@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 import yaml
+from drtool_lab.etcd_seed import settings_of
 
-from drtool.lab.etcd_seed import settings_of
 from drtool.servers import process
 from drtool.servers.etcd import EtcdServer
 from tests.fixtures.core import Cli

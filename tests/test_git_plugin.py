@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 import yaml
+from drtool_lab.plugins.git import DELETED_BRANCH
 from drtool_plugins.git import GitPlugin
-from drtool_plugins.git.lab import DELETED_BRANCH
 
 from drtool.errors import UsageError
 from drtool.plugin.contract import LabSupport

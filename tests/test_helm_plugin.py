@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from drtool_lab.plugins.helm import helm_cli
 from drtool_plugins.helm import HelmPlugin
-from drtool_plugins.helm.lab import helm_cli
 from drtool_plugins.helm.release import decode
 from drtool_plugins.helm.sample import push_oci_chart, release, release_secret, seed_releases, write_repository
 

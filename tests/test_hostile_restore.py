@@ -390,7 +390,7 @@ def environ_of(pid: int) -> dict[str, str]:
 def test_a_lab_server_gets_neither_the_passphrase_nor_cloud_keys(
     lab_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from drtool.lab.lab import Lab
+    from drtool_lab.lab import Lab
 
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from drtool_lab.kube_seed import KubeClient, wait_established
 from drtool_plugins.kubernetes import KubernetesPlugin
 
 from drtool.backends.local import LocalBackend
@@ -35,7 +36,6 @@ from drtool.independence.analysis import (
 from drtool.independence.domain import Address, DomainMatch, FailureDomain
 from drtool.independence.remedies import CUTOVER_PURPOSE, Remedy
 from drtool.kube.references import dns_forwarders, references
-from drtool.lab.kube_seed import KubeClient, wait_established
 from drtool.plans.schema import Plan
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from drtool_lab.kube_seed import secret_value
 from drtool_plugins.kubernetes import KubernetesPlugin
 
 from drtool.backup import run_backup
@@ -21,7 +22,6 @@ from drtool.errors import SourceError, UsageError
 from drtool.kube.discovery import ResourceType
 from drtool.kube.order import PRIORITIES, levels
 from drtool.kube.skips import SKIPPED_RESOURCES
-from drtool.lab.kube_seed import secret_value
 from drtool.plugin.contract import Plugin
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository

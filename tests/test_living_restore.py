@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from drtool_lab.components.kube_apiserver import KubeApiserver
+from drtool_lab.components.kueue import KueueController
+from drtool_lab.lab import Lab
 from kubernetes import client, config
 
 from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
-from drtool.lab.components.kube_apiserver import KubeApiserver
-from drtool.lab.components.kueue import KueueController
-from drtool.lab.lab import Lab
 from drtool.plugin.contract import Check
 from drtool.plugin.manager import get_plugin
 from drtool.repo.manifest import Manifest

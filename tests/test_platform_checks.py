@@ -20,15 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from drtool_lab import kube_seed
+from drtool_lab.components.kube_apiserver import KubeApiserver
+from drtool_lab.components.kwok import node_pools
+from drtool_lab.components.minio import MinioServer
+from drtool_lab.lab import LIVING_KINDS, Lab
+from drtool_lab.rehearsal.target import seed_sources
 from kubernetes import client, config
 
 from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
-from drtool.lab import kube_seed
-from drtool.lab.components.kube_apiserver import KubeApiserver
-from drtool.lab.components.kwok import node_pools
-from drtool.lab.components.minio import MinioServer
-from drtool.lab.lab import LIVING_KINDS, Lab
 from drtool.plans.checks import run_checks
 from drtool.plans.executor import Executor
 from drtool.plans.loader import load_plan
@@ -36,7 +37,6 @@ from drtool.plans.platform.context import TimedCheck
 from drtool.plans.platform.training_resumes import RecoveryPoint, compare, recovery_point
 from drtool.plans.schema import Plan
 from drtool.plugin.manager import get_plugin
-from drtool.rehearsal.target import seed_sources
 from drtool.repo.manifest import ArtifactEntry, Manifest, PluginOutcome
 from drtool.repo.repository import Repository
 from tests.fixtures.core import PASSPHRASE, Cli
@@ -55,7 +55,7 @@ steps:
   - {id: checkpoints, uses: checkpoints}
   - {id: cluster-objects, uses: kubernetes, with: {existing: update}}
 """
-TRAINER = ["python", "-m", "drtool.lab.trainer"]
+TRAINER = ["python", "-m", "drtool_lab.trainer"]
 PLANS = Path(__file__).resolve().parents[1] / "restore-plans"
 
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 import yaml
+from drtool_lab.lab import Lab
 from kubernetes import client as k8s
 
-from drtool.lab.lab import Lab
 from drtool.servers import pki
 from drtool.servers.etcd import EtcdServer, etcd_binary
 from tests.fixtures.core import PASSPHRASE

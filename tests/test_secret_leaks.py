@@ -23,11 +23,11 @@ from pathlib import Path
 import hvac
 import pytest
 import yaml
+from drtool_lab.components.minio import MinioServer
+from drtool_lab.etcd_seed import gateway, settings_of
+from drtool_lab.lab import Lab
 from drtool_plugins.vault.kv import wait_ready
 
-from drtool.lab.components.minio import MinioServer
-from drtool.lab.etcd_seed import gateway, settings_of
-from drtool.lab.lab import Lab
 from drtool.servers.openbao import OpenBaoServer
 from tests.fixtures.core import PASSPHRASE, Cli
 from tests.fixtures.kube import KubeLab

@@ -6,19 +6,17 @@ import sys
 from typing import Annotated
 
 import typer
+from drtool_lab.cli import demo_cmd, lab_cmds, rehearse_cmd
 
 from drtool import __version__, log
 from drtool.cli import (
     catalog_cmds,
-    demo_cmd,
     diff_cmd,
     follow_cmds,
     independence_cmd,
     key_cmds,
-    lab_cmds,
     plan_cmds,
     prune_cmd,
-    rehearse_cmd,
     runs_cmds,
     schedule_cmds,
     shard_cmds,

@@ -33,7 +33,7 @@ from drtool.points import Point
 from drtool.repo.manifest import ArtifactInfo
 
 if TYPE_CHECKING:
-    from drtool.lab.lab import Lab
+    from drtool_lab.lab import Lab
 
 CONTRACT_VERSION = 1
 

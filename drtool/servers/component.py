@@ -16,7 +16,7 @@ class Component:
     """A lab server. Subclasses add their ports and settings as fields, so state round-trips through JSON."""
 
     kind: ClassVar[str] = ""
-    # binaries of the checked-in Go build modules it runs (drtool.lab.gomods): `Lab.up` builds them in one go
+    # binaries of the checked-in Go build modules it runs (drtool_lab.gomods): `Lab.up` builds them in one go
     binaries: ClassVar[tuple[str, ...]] = ()
     name: str
     dir: str

@@ -36,7 +36,7 @@ class Provision:
             return f"apt-get install {self.source}"
         if self.how == "go.dev":
             return f"install {self.source}"
-        return f"built on first use (python -m drtool.lab.build {self.program})"
+        return f"built on first use (python -m drtool_lab.build {self.program})"
 
 
 def go_installed(program: str, module: str, version: str, path: Path) -> Provision:

@@ -15,12 +15,13 @@ explains each.
 
 from __future__ import annotations
 
+from drtool_lab.plugins.checkpoints import CheckpointsLab
+
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
 from . import restore as _restore
 from . import shards as _shards
-from .lab import CheckpointsLab
 
 __all__ = ["CheckpointsPlugin"]
 

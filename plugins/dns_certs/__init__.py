@@ -20,13 +20,14 @@ Source: ``kubeconfig``, ``context``, ``kubernetes`` (true), ``dns_server`` (host
 
 from __future__ import annotations
 
+from drtool_lab.plugins.dns_certs import DnsCertsLab
+
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
 from . import deps as _deps
 from . import restore as _restore
 from . import verify as _verify
-from .lab import DnsCertsLab
 
 __all__ = ["DnsCertsPlugin"]
 

@@ -27,6 +27,8 @@ then deltas of the watch stream (follow.py); a restore with ``--at`` replays the
 
 from __future__ import annotations
 
+from drtool_lab.plugins.etcd import EtcdLab
+
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
@@ -34,7 +36,6 @@ from . import deps as _deps
 from . import follow as _follow
 from . import pitr as _pitr
 from . import verify as _verify
-from .lab import EtcdLab
 
 __all__ = ["EtcdPlugin"]
 

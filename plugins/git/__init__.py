@@ -12,13 +12,14 @@ push overwrite diverged branches; ``dry_run`` writes nothing. docs/git.md explai
 
 from __future__ import annotations
 
+from drtool_lab.plugins.git import GitLab
+
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
 from . import deps as _deps
 from . import restore as _restore
 from . import verify as _verify
-from .lab import GitLab
 
 __all__ = ["GitPlugin"]
 

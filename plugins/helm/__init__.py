@@ -10,12 +10,13 @@ pushed), ``chart_prefix`` (``charts``). docs/helm.md explains each.
 
 from __future__ import annotations
 
+from drtool_lab.plugins.helm import HelmLab
+
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
 from . import restore as _restore
 from . import verify as _verify
-from .lab import HelmLab
 
 __all__ = ["HelmPlugin"]
 

@@ -11,11 +11,12 @@ plugin's ``image_registry_map`` points restored workloads at the target registry
 
 from __future__ import annotations
 
+from drtool_lab.plugins.images import ImagesLab
+
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
 from . import restore as _restore
-from .lab import ImagesLab
 
 __all__ = ["ImagesPlugin"]
 

@@ -16,8 +16,9 @@ the skip list and the restore order and their reasons.
 
 from __future__ import annotations
 
+from drtool_lab.cluster import SeededCluster
+
 from drtool.kube import references as _references
-from drtool.kube.lab import SeededCluster
 from drtool.kube.restore import restore_objects
 from drtool.plugin.contract import BasePlugin
 

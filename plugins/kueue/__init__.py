@@ -14,7 +14,8 @@ reference kinds), ``install_crds`` (true), ``existing`` (update|skip|fail), ``dr
 
 from __future__ import annotations
 
-from drtool.kube.lab import SeededCluster
+from drtool_lab.cluster import SeededCluster
+
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup

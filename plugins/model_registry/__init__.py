@@ -14,13 +14,14 @@ cannot reproduce.
 
 from __future__ import annotations
 
+from drtool_lab.plugins.model_registry import MlflowLab
+
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
 from . import deps as _deps
 from . import restore as _restore
 from . import verify as _verify
-from .lab import MlflowLab
 
 __all__ = ["ModelRegistryPlugin"]
 

@@ -12,13 +12,14 @@ docs/vault.md explains each.
 
 from __future__ import annotations
 
+from drtool_lab.plugins.vault import VaultLab
+
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
 from . import deps as _deps
 from . import restore as _restore
 from . import verify as _verify
-from .lab import VaultLab
 
 __all__ = ["VaultPlugin"]
 
