@@ -12,8 +12,8 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-# import name -> folder, from the checkout's root (setup.py maps plugins/ to drtool_plugins)
-ROOTS = {"drtool": "drtool", "drtool_plugins": "plugins"}
+# import name -> folder, from the checkout's root (setup.py maps plugins/ to drtool_plugins, lab/ to drtool_lab)
+ROOTS = {"drtool": "drtool", "drtool_plugins": "plugins", "drtool_lab": "lab"}
 BEGIN = "<!-- layers: written by `python -m drtool.layers --write docs/architecture.md` from drtool/layers.py -->"
 END = "<!-- end of layers -->"
 # entries that stand for a package's ``__init__.py`` alone: the table places its modules one by one
@@ -51,7 +51,6 @@ LAYERS = (
             "drtool.backends": "bytes by name: a directory or an S3 bucket",
             "drtool.servers": "servers drtool starts and supervises: an etcd member on a restored data directory, "
             "a trial OpenBao (and every lab server's base)",
-            "drtool_lab": "real servers for the demo, rehearsals and tests, built from pinned upstream modules",
         },
     ),
     Layer(
@@ -99,7 +98,6 @@ LAYERS = (
         {
             "drtool.plans": "restore plans: schema, validation, the DAG executor, approvals, checks",
             "drtool.independence": "recovery independence: what a restore still needs from the failed domain",
-            "drtool_lab.rehearsal": "rehearsals: a plan restored into a fresh target, timed against its objectives",
             "drtool.report": "reports for people and machines: Markdown, HTML, JSON, SVG",
             "drtool.scheduler": "scheduled backups of backup sets, and their history",
         },
@@ -109,9 +107,16 @@ LAYERS = (
         {
             "drtool.config": "the config file, the environment and the credentials a command runs with",
             "drtool.runbook": "a Markdown runbook for a plan",
-            "drtool_lab.demo": "`drtool demo`: the story told on a lab",
             "drtool.cli": "the `drtool` command: parses and prints, the library does the work",
             "drtool.__main__": "`python -m drtool`",
+        },
+    ),
+    Layer(
+        "the lab, outside the product",
+        {
+            "drtool_lab": "real servers for the demo, rehearsals and tests, built from pinned upstream modules; "
+            "each plugin's lab support (`plugins/`, the `drtool.lab` group); the demo, rehearsals and the `lab`, "
+            "`demo` and `rehearse` commands (the `drtool.commands` group). Not in the container image",
         },
     ),
 )

@@ -19,6 +19,7 @@ import yaml
 from drtool_lab.components.minio import MinioServer
 from drtool_lab.lab import Lab
 from drtool_lab.plugins.checkpoints import seed_bucket
+from drtool_lab.support import lab_support
 from drtool_plugins.checkpoints import CheckpointsPlugin, dcp, samples
 from drtool_plugins.checkpoints import location as loc_mod
 from drtool_plugins.checkpoints.retention import backups_to_keep
@@ -342,8 +343,8 @@ def test_source_minio_stopping_mid_transfer(repo: Repository, lab_root: Path, mo
 def test_cli_backup_restore_with_lab_support(cli: Cli, tmp_path: Path, lab_root: Path) -> None:
     lab = Lab("ckpt-cli", root=lab_root)
     try:
-        src = PLUGIN.lab.seed(lab)
-        target = PLUGIN.lab.target(lab)
+        src = lab_support("checkpoints").seed(lab)  # type: ignore[union-attr]
+        target = lab_support("checkpoints").target(lab)  # type: ignore[union-attr]
         config = cli.home / ".config/drtool/config.yaml"
         config.parent.mkdir(parents=True)
         config.write_text(yaml.safe_dump({"store": str(tmp_path / "store"), "sources": {"checkpoints": src}}))

@@ -22,6 +22,7 @@ import pytest
 from drtool_lab.components.kube_apiserver import KubeApiserver
 from drtool_lab.components.kueue import KueueController
 from drtool_lab.lab import Lab
+from drtool_lab.support import lab_support
 from kubernetes import client, config
 
 from drtool.backends.local import LocalBackend
@@ -104,7 +105,7 @@ def living(lab_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     plugins = [get_plugin(name) for name in PLUGINS]
     source = Lab("lv-source", root=lab_root)
     try:
-        sources = {p.name: p.lab.seed(source) for p in plugins}  # type: ignore[union-attr]
+        sources = {p.name: lab_support(p.name).seed(source) for p in plugins}  # type: ignore[union-attr]
         server = source["kube-apiserver"]
         assert isinstance(server, KubeApiserver)
         api = config.new_client_from_config(config_file=str(server.admin_kubeconfig))
@@ -116,7 +117,7 @@ def living(lab_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         source.down()  # the cluster is lost; only the store remains
     target = Lab("lv-target", root=lab_root)
     try:
-        targets = {p.name: p.lab.target(target) for p in plugins}  # type: ignore[union-attr]
+        targets = {p.name: lab_support(p.name).target(target) for p in plugins}  # type: ignore[union-attr]
         yield Living(repo, manifest, target, targets)
     finally:
         target.down()

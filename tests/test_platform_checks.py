@@ -26,6 +26,7 @@ from drtool_lab.components.kwok import node_pools
 from drtool_lab.components.minio import MinioServer
 from drtool_lab.lab import LIVING_KINDS, Lab
 from drtool_lab.rehearsal.target import seed_sources
+from drtool_lab.support import lab_support
 from kubernetes import client, config
 
 from drtool.backends.local import LocalBackend
@@ -103,7 +104,7 @@ def restored(lab_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         server = source["kube-apiserver"]
         assert isinstance(server, KubeApiserver)
         kube_seed.seed(server.access())
-        trained = checkpoints.lab.seed(source)  # type: ignore[attr-defined]  # the trainer killed mid-save
+        trained = lab_support("checkpoints").seed(source)  # type: ignore[union-attr]  # the trainer killed mid-save
         api = config.new_client_from_config(str(server.admin_kubeconfig))
         wait_for(lambda: certificates_ready(api), "every Certificate issued", timeout=90)
         repo = Repository.init(LocalBackend(work / "store"), passphrase=PASSPHRASE)

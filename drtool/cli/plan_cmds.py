@@ -34,6 +34,7 @@ app = typer.Typer(help="Check and show restore plans (docs/plans.md).", no_args_
 
 PlanArg = Annotated[Path, typer.Argument(help="A restore plan (YAML), e.g. restore-plans/full-cluster-rebuild.yaml.")]
 ValuesOpt = Annotated[Path | None, typer.Option("--values", help="YAML file of variables for ${VAR} in the plan.")]
+PlanOpt = Annotated[Path, typer.Option("--plan", help="The restore plan (YAML).")]
 
 
 def load_checked(path: Path, values: Path | None) -> LoadedPlan:

@@ -16,7 +16,7 @@ Rules every plugin keeps (checked by tests/test_plugin_contract.py):
   will carry, for the independence analysis.
 
 A plugin subclasses ``BasePlugin`` and states only what it has: ``backup``, ``restore`` and ``verify``
-always; ``discover``, ``dependencies`` and ``lab`` when it has something to say; ``diff`` (``DiffSupport``)
+always; ``discover`` and ``dependencies`` when it has something to say; ``diff`` (``DiffSupport``)
 when it can compare a backup with a live system; ``follow`` and ``fold`` (``FollowSupport``) when it can
 back its source up continuously, as a chain of a full and deltas. Hooks may be methods or module functions bound with
 ``staticmethod``, as long as their parameters are named as here (tests/test_plugin_contract.py checks).
@@ -27,13 +27,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from drtool.points import Point
 from drtool.repo.manifest import ArtifactInfo
-
-if TYPE_CHECKING:
-    from drtool_lab.lab import Lab
 
 CONTRACT_VERSION = 1
 
@@ -167,25 +164,6 @@ class Plugin(Protocol):
 
 
 @runtime_checkable
-class LabSupport(Protocol):
-    """Optional, as a plugin's ``lab`` attribute: how the plugin's source is stood up in a lab.
-
-    The demo, `drtool lab seed`, rehearsals into a fresh lab and the tests all use it, so a new plugin
-    joins the whole story (seed, back up, restore into a fresh lab, verify) by providing this.
-    """
-
-    kinds: tuple[str, ...]  # lab component kinds the plugin's source and target need running
-
-    def seed(self, lab: Lab, scale: int = 1) -> dict[str, Any]:
-        """Start what is needed in ``lab``, fill it with realistic content, return the backup source mapping."""
-        ...
-
-    def target(self, lab: Lab) -> dict[str, Any]:
-        """Start what is needed in an empty ``lab``; return the restore target mapping pointing at it."""
-        ...
-
-
-@runtime_checkable
 class DiffResult(Protocol):
     """What ``DiffSupport.diff`` returns; `drtool diff` only prints it (the comparison is the plugin's)."""
 
@@ -274,13 +252,12 @@ class BasePlugin:
 
     Subclass it, set ``name`` and ``description``, and give ``backup``, ``restore`` and ``verify``
     (``Plugin`` says what they take and return). ``discover`` and ``dependencies`` default to having
-    nothing to report, ``lab`` to no lab support; ``diff``, ``follow`` and ``fold`` are absent unless the
+    nothing to report; ``diff``, ``follow`` and ``fold`` are absent unless the
     plugin has them (``DiffSupport``, ``FollowSupport``), and the commands that need them refuse it then.
     """
 
     name: str
     description: str
-    lab: LabSupport | None = None
     # a sharded backup (docs/scaling.md) runs a shardable plugin on every worker, each with ``ctx.shard``
     # set, and the others on worker 0 only
     shardable: bool = False

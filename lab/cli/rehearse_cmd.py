@@ -1,4 +1,6 @@
-"""`drtool rehearse`, `drtool drills` and `drtool runbook`: prove a plan works, keep the record, write it down."""
+"""`drtool rehearse`: prove a plan works, into a fresh lab (or a cluster of your own), with the source unreachable.
+
+A lab command (drtool_lab.cli): the record it keeps is read by `drtool drills` (drtool/cli/drill_cmds.py)."""
 
 from __future__ import annotations
 
@@ -10,13 +12,11 @@ import typer
 from rich.table import Table
 
 from drtool.cli.independence_cmd import inside_failure_domain
-from drtool.cli.plan_cmds import ValuesOpt, load_checked, open_plan_repo
-from drtool.cli.state import console, print_json, progress, state
+from drtool.cli.plan_cmds import PlanOpt, ValuesOpt, load_checked, open_plan_repo
+from drtool.cli.state import console, progress, state
 from drtool.durations import format_duration
 from drtool.errors import SourceError, UsageError
 from drtool.plans.notify import webhook_for
-
-PlanOpt = Annotated[Path, typer.Option("--plan", help="The restore plan (YAML).")]
 
 
 def rehearse(
@@ -151,54 +151,3 @@ def _versus(measure: dict) -> str:  # type: ignore[type-arg]
     if measure["objective_s"] is None:
         return f"{value} (no objective)"
     return f"{value} vs objective {format_duration(measure['objective_s'])}: {'met' if measure['met'] else 'MISSED'}"
-
-
-def drills(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """The history of rehearsals: date, plan, backup, RPO, RTO, objectives met, independence verdict."""
-    from drtool.catalog.runs import RunLog
-
-    rows = RunLog(state(ctx).open_catalog()).drills()
-    if as_json:
-        print_json([r.model_dump() for r in rows])
-        return
-    table = Table("date", "plan", "backup", "RTO", "RPO", "objectives", "independence", "result")
-    for r in rows:
-        met = [m for m in (r.rto_met, r.rpo_met) if m is not None]
-        table.add_row(
-            r.started[:19],
-            r.plan_name,
-            r.backup_id,
-            format_duration(r.rto_s),
-            "-" if r.rpo_s is None else format_duration(r.rpo_s),
-            "-" if not met else ("met" if all(met) else "[red]missed[/]"),
-            r.independence,
-            "[green]ok[/]" if r.ok else "[red]failed[/]",
-        )
-    console.print(table)
-    if not rows:
-        console.print("no drills yet: `drtool rehearse --plan FILE` records one")
-
-
-def runbook(
-    ctx: typer.Context,
-    plan: PlanOpt,
-    out: Annotated[Path | None, typer.Option("--out", help="Write to this file (default: standard output).")] = None,
-    values: ValuesOpt = None,
-) -> None:
-    """A Markdown runbook for people, from the plan and the latest backup it would restore."""
-    from drtool.runbook import render_runbook
-
-    loaded = load_checked(plan, values)
-    app_state = state(ctx)
-    text = render_runbook(loaded, open_plan_repo(ctx, loaded.require()), app_state.settings)
-    if out:
-        out.write_text(text)
-        console.print(f"wrote {out}")
-    else:
-        typer.echo(text, nl=False)
-
-
-def register(app: typer.Typer) -> None:
-    app.command()(rehearse)
-    app.command()(drills)
-    app.command()(runbook)

@@ -33,7 +33,8 @@ from drtool_lab.doctor import with_requirements
 from drtool_lab.lab import Lab
 from drtool_lab.obtain import obtain
 from drtool_lab.rehearsal.rehearse import Rehearsal, RehearsalOptions, rehearse
-from drtool_lab.rehearsal.target import lab_plugins, lab_support, seed_sources, stop_restored_servers
+from drtool_lab.rehearsal.target import lab_plugins, seed_sources, stop_restored_servers
+from drtool_lab.support import lab_support
 
 import drtool
 from drtool.backends.local import LocalBackend
@@ -200,7 +201,7 @@ class _Story:
 
     def obtain(self, chosen: list[Plugin], install: bool) -> list[Plugin]:
         """The chosen plugins whose lab can run here once what it needs is installed and built."""
-        kinds_of = {p.name: with_requirements(lab_support(p).kinds) for p in chosen}  # type: ignore[union-attr]
+        kinds_of = {p.name: with_requirements(lab_support(p.name).kinds) for p in chosen}  # type: ignore[union-attr]
         needed_by: dict[str, list[str]] = {}
         for name, kinds in kinds_of.items():
             for kind in kinds:

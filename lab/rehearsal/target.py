@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from drtool_lab.lab import Lab
+from drtool_lab.support import lab_support
 
 from drtool.errors import DrtoolError, UsageError
 from drtool.plans.schema import Plan, Step
 from drtool.plans.steps import step_target
-from drtool.plugin.contract import LabSupport, Plugin
+from drtool.plugin.contract import Plugin
 from drtool.plugin.manager import get_plugin, load_plugins
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
@@ -48,21 +49,16 @@ class Target:
         self.lab.down()
 
 
-def lab_support(plugin: Plugin) -> LabSupport | None:
-    support = getattr(plugin, "lab", None)
-    return support if isinstance(support, LabSupport) else None
-
-
 def lab_plugins(names: Iterable[str] | None = None) -> list[Plugin]:
     """Installed plugins with LabSupport (all, or those named), in name order."""
     installed = load_plugins()
     if names is not None:
         chosen = [get_plugin(n) for n in names]
-        missing = [p.name for p in chosen if lab_support(p) is None]
+        missing = [p.name for p in chosen if lab_support(p.name) is None]
         if missing:
             raise UsageError(f"plugin(s) {', '.join(missing)} have no lab support", "leave them out of -p")
         return chosen
-    return [installed[n] for n in sorted(installed) if lab_support(installed[n]) is not None]
+    return [installed[n] for n in sorted(installed) if lab_support(n) is not None]
 
 
 def seed_sources(
@@ -83,7 +79,7 @@ def seed_sources(
     for plugin in plugins:
         started = time.monotonic()
         try:
-            sources[plugin.name] = dict(lab_support(plugin).seed(lab, scale))  # type: ignore[union-attr]
+            sources[plugin.name] = dict(lab_support(plugin.name).seed(lab, scale))  # type: ignore[union-attr]
         except DrtoolError as exc:
             if left_out is None:
                 raise
@@ -99,7 +95,7 @@ def seed_sources(
 def lab_target(plugins: Iterable[Plugin], root: Path | None = None, name: str | None = None) -> Target:
     """A new lab with what every plugin needs, and each plugin's target in it."""
     plugins = list(plugins)
-    missing = [p.name for p in plugins if lab_support(p) is None]
+    missing = [p.name for p in plugins if lab_support(p.name) is None]
     if missing:
         raise UsageError(
             f"plugin(s) {', '.join(missing)} cannot prepare a lab target (no LabSupport)",
@@ -107,7 +103,7 @@ def lab_target(plugins: Iterable[Plugin], root: Path | None = None, name: str | 
         )
     lab = Lab(name or f"rehearsal-{secrets.token_hex(3)}", root)
     try:  # each plugin starts what it needs, the way it needs it (an OpenBao target must stay uninitialized)
-        overrides = {p.name: dict(lab_support(p).target(lab)) for p in plugins}  # type: ignore[union-attr]
+        overrides = {p.name: dict(lab_support(p.name).target(lab)) for p in plugins}  # type: ignore[union-attr]
         lab.save()
     except BaseException:
         stop_restored_servers(lab.root)

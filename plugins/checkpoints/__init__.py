@@ -15,8 +15,6 @@ explains each.
 
 from __future__ import annotations
 
-from drtool_lab.plugins.checkpoints import CheckpointsLab
-
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
@@ -29,7 +27,6 @@ __all__ = ["CheckpointsPlugin"]
 class CheckpointsPlugin(BasePlugin):
     name = "checkpoints"
     description = "Training checkpoints (DCP, safetensors, marker dirs, container archives) from S3 or disk"
-    lab = CheckpointsLab()
     shardable = True  # docs/scaling.md: each worker of a sharded backup copies its share of every checkpoint
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)

@@ -20,8 +20,6 @@ Source: ``kubeconfig``, ``context``, ``kubernetes`` (true), ``dns_server`` (host
 
 from __future__ import annotations
 
-from drtool_lab.plugins.dns_certs import DnsCertsLab
-
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
@@ -33,11 +31,10 @@ __all__ = ["DnsCertsPlugin"]
 
 
 class DnsCertsPlugin(BasePlugin):
-    """Implements ``drtool.plugin.contract.Plugin`` (and ``LabSupport`` as ``lab``) for DNS and certificates."""
+    """Implements ``drtool.plugin.contract.Plugin`` for DNS and certificates."""
 
     name = "dns-certs"
     description = "cert-manager certificates and their Secrets, CoreDNS, ExternalDNS, DNS zones (AXFR/RFC 2136)"
-    lab = DnsCertsLab()
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

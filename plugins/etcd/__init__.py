@@ -27,8 +27,6 @@ then deltas of the watch stream (follow.py); a restore with ``--at`` replays the
 
 from __future__ import annotations
 
-from drtool_lab.plugins.etcd import EtcdLab
-
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
@@ -45,7 +43,6 @@ class EtcdPlugin(BasePlugin):
 
     name = "etcd"
     description = "etcd v3 snapshot (Maintenance.Snapshot), restored with etcdutl into a new member"
-    lab = EtcdLab()
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_pitr.run_restore)

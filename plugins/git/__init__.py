@@ -12,8 +12,6 @@ push overwrite diverged branches; ``dry_run`` writes nothing. docs/git.md explai
 
 from __future__ import annotations
 
-from drtool_lab.plugins.git import GitLab
-
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
@@ -25,11 +23,10 @@ __all__ = ["GitPlugin"]
 
 
 class GitPlugin(BasePlugin):
-    """Implements ``drtool.plugin.contract.Plugin`` (and ``LabSupport`` as ``lab``) for git repositories."""
+    """Implements ``drtool.plugin.contract.Plugin`` for git repositories."""
 
     name = "git"
     description = "git repositories (GitOps declarations): every branch and tag as a verified bundle"
-    lab = GitLab()
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

@@ -10,8 +10,6 @@ pushed), ``chart_prefix`` (``charts``). docs/helm.md explains each.
 
 from __future__ import annotations
 
-from drtool_lab.plugins.helm import HelmLab
-
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
@@ -26,7 +24,6 @@ class HelmPlugin(BasePlugin):
 
     name = "helm"
     description = "Helm releases (storage Secrets, every revision) and their charts (classic repos, OCI), restored"
-    lab = HelmLab()
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

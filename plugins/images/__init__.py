@@ -11,8 +11,6 @@ plugin's ``image_registry_map`` points restored workloads at the target registry
 
 from __future__ import annotations
 
-from drtool_lab.plugins.images import ImagesLab
-
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
@@ -26,7 +24,6 @@ class ImagesPlugin(BasePlugin):
 
     name = "images"
     description = "container images and OCI artifacts by digest (every platform, referrers), pushed to a new registry"
-    lab = ImagesLab()
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

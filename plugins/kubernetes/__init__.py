@@ -16,8 +16,6 @@ the skip list and the restore order and their reasons.
 
 from __future__ import annotations
 
-from drtool_lab.cluster import SeededCluster
-
 from drtool.kube import references as _references
 from drtool.kube.restore import restore_objects
 from drtool.plugin.contract import BasePlugin
@@ -33,7 +31,6 @@ class KubernetesPlugin(BasePlugin):
 
     name = "kubernetes"
     description = "Kubernetes API objects (CRDs, custom resources, built-ins) as cleaned JSON, re-applied in order"
-    lab = SeededCluster()
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(restore_objects)

@@ -14,8 +14,6 @@ reference kinds), ``install_crds`` (true), ``existing`` (update|skip|fail), ``dr
 
 from __future__ import annotations
 
-from drtool_lab.cluster import SeededCluster
-
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
@@ -32,7 +30,6 @@ class KueuePlugin(BasePlugin):
 
     name = "kueue"
     description = "Kueue quotas and policies (flavors, cohorts, queues, checks), restored in dependency order"
-    lab = SeededCluster()
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

@@ -14,8 +14,6 @@ cannot reproduce.
 
 from __future__ import annotations
 
-from drtool_lab.plugins.model_registry import MlflowLab
-
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
@@ -31,7 +29,6 @@ class ModelRegistryPlugin(BasePlugin):
 
     name = "model-registry"
     description = "MLflow model registry: models, versions, aliases, stages, linked runs and version files"
-    lab = MlflowLab()
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

@@ -12,8 +12,6 @@ docs/vault.md explains each.
 
 from __future__ import annotations
 
-from drtool_lab.plugins.vault import VaultLab
-
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
@@ -25,11 +23,10 @@ __all__ = ["VaultPlugin"]
 
 
 class VaultPlugin(BasePlugin):
-    """Implements ``drtool.plugin.contract.Plugin`` (and ``LabSupport`` as ``lab``) for OpenBao and Vault."""
+    """Implements ``drtool.plugin.contract.Plugin`` for OpenBao and Vault."""
 
     name = "vault"
     description = "OpenBao/Vault: raft snapshot + KV v2 export, unseal keys escrowed in the store"
-    lab = VaultLab()
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)
