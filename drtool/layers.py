@@ -115,7 +115,7 @@ LAYERS = (
         "the lab, outside the product",
         {
             "drtool_lab": "real servers for the demo, rehearsals and tests, built from pinned upstream modules; "
-            "each plugin's lab support (`plugins/`, the `drtool.lab` group); the demo, rehearsals and the `lab`, "
+            "each plugin's lab support (`lab/plugins/`, the `drtool.lab` group); the demo, rehearsals and the `lab`, "
             "`demo` and `rehearse` commands (the `drtool.commands` group). Not in the container image",
         },
     ),
