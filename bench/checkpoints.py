@@ -31,10 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from drtool_lab.build import go_binary
+from drtool_lab.lab import Lab
 from machine import load, machine_facts, popen_measured, write_results
-
-from drtool.lab.build import go_binary
-from drtool.lab.lab import Lab
 
 MiB = 1 << 20
 PASS = "bench-passphrase"
@@ -118,7 +117,9 @@ def main() -> None:
         for b in ("source", "store"):
             minio.create_bucket(b)
         keys = seed(client, "source", disk, args.shards, shard_size)
-        src = {"sources": [{"name": "train", "url": "s3://source/ckpt", "lab": "bench"}], **options}
+        keys = str(minio.credentials_file())
+        source = {"name": "train", "url": "s3://source/ckpt", "endpoint_url": minio.api_url, "credentials_file": keys}
+        src = {"sources": [source], **options}
         restic = str(go_binary(*RESTIC))
         columns = ["copy", "backup", "restore", "restic", "restic_restore", "rss_b", "rss_r", "rss_restic"]
         columns += ["rss_restic_r", "cpu_copy", "cpu_b", "cpu_r", "cpu_restic", "cpu_restic_r", "load"]

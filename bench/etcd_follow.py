@@ -45,17 +45,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from drtool_lab.lab import Lab
+
 from bench.machine import machine_facts
 from drtool.backends.local import LocalBackend
 from drtool.compact import compact
 from drtool.follow import FollowSession
-from drtool.lab.components.etcd import EtcdServer
-from drtool.lab.lab import Lab
 from drtool.plugin.contract import Span
 from drtool.plugin.manager import get_plugin
 from drtool.repo.chains import find_point
 from drtool.repo.repository import Repository
 from drtool.restore import run_restore
+from drtool.servers.etcd import EtcdServer
 
 PASSPHRASE = "bench etcd follow"
 KEYS = 2000

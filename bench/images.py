@@ -30,12 +30,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from drtool_lab.components.registry import RegistryServer
+from drtool_lab.lab import Lab
 from drtool_plugins.images.sample import CONFIG, LAYER
 from machine import machine_facts
 from store_throughput import Measurement, measure
 
-from drtool.lab.components.registry import RegistryServer
-from drtool.lab.lab import Lab
 from drtool.plugin.toolkit.oci.registry import OCI_MANIFEST, Registry, sha256_digest
 
 MiB = 1 << 20

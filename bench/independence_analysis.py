@@ -30,12 +30,12 @@ PASSPHRASE = "independence-bench"  # a throwaway store; not a secret
 
 
 def measure(objects: int, runs: int, work: Path) -> dict[str, Any]:
+    from drtool_lab.kube_seed import seed
+    from drtool_lab.lab import Lab
     from drtool_plugins.kubernetes import KubernetesPlugin
 
     from drtool.backends.local import LocalBackend
     from drtool.independence.analysis import analyze
-    from drtool.lab.kube_seed import seed
-    from drtool.lab.lab import Lab
     from drtool.plans.schema import Plan
     from drtool.repo.repository import Repository
     from drtool.repo.writer import BackupSession

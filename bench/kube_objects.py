@@ -3,7 +3,7 @@
     python bench/kube_objects.py [--objects 20000] [--runs 3] [--small-objects 2000]
     python bench/kube_objects.py --summarize bench/results/kube_objects-<stamp>.json
 
-One source lab (etcd + kube-apiserver from ``drtool.lab``, under a fresh ``DRTOOL_LAB_DIR``) is seeded like
+One source lab (etcd + kube-apiserver from ``drtool_lab``, under a fresh ``DRTOOL_LAB_DIR``) is seeded like
 ``drtool lab seed NAME --objects N``: first to ``--small-objects`` (the memory-flatness point), then to
 ``--objects``. At each size, ``--runs`` times, alternating who goes first:
 
@@ -161,7 +161,7 @@ class Runner:
 
 @dataclasses.dataclass
 class KubeLab:
-    lab: Any  # drtool.lab.lab.Lab
+    lab: Any  # drtool_lab.lab.Lab
     start_seconds: float
 
     @property
@@ -181,7 +181,7 @@ class Labs:
         self.running: list[KubeLab] = []
 
     def up(self, name: str) -> KubeLab:
-        from drtool.lab.lab import Lab
+        from drtool_lab.lab import Lab
 
         lab = Lab(name, root=self.root)
         kube = KubeLab(lab, 0.0)
@@ -389,7 +389,7 @@ class Bench:
 
 
 def run_all(args: argparse.Namespace) -> int:
-    from drtool.lab.kube_seed import seed
+    from drtool_lab.kube_seed import seed
 
     kubectl_binary()
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -604,8 +604,9 @@ def print_summary(document: dict[str, Any]) -> None:
 def environment() -> dict[str, Any]:
     from importlib.metadata import version
 
+    from drtool_lab.build import KUBE_VERSION
+
     from drtool.binaries import etcd_binary
-    from drtool.lab.build import KUBE_VERSION
 
     kubectl = command_output([kubectl_binary(), "version", "--client", "-o", "json"])
     return {

@@ -171,7 +171,12 @@ def main() -> None:
         m0 = cpu_seconds(minio.pid)
         copy_wall, copy_cpu = plain_copy(client, "source", "copy", keys)
         result["copy"] = {"wall_s": copy_wall, "cpu_s": copy_cpu, "minio_cpu_s": cpu_seconds(minio.pid) - m0}
-        src = {"sources": [{"name": "train", "url": "s3://source/ckpt", "lab": "bench"}]}
+        keys = str(minio.credentials_file())
+        src = {
+            "sources": [
+                {"name": "train", "url": "s3://source/ckpt", "endpoint_url": minio.api_url, "credentials_file": keys}
+            ]
+        }
         result["load_before"] = load()
         phases: dict[str, dict[str, Any]] = {}
         for run in ("measured", "sampled"):  # each run a store of its own: a second backup would dedupe

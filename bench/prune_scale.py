@@ -186,7 +186,7 @@ def main() -> None:
     env = {**os.environ, "DRTOOL_PASSPHRASE": PASS, "HOME": str(home), "DRTOOL_STATE_DIR": str(home / "state")}
     lab = minio = None
     if args.backend == "minio":
-        from drtool.lab.lab import Lab
+        from drtool_lab.lab import Lab
 
         labs = Path(tempfile.mkdtemp(dir=work, prefix="labs-"))
         env["DRTOOL_LAB_DIR"] = os.environ["DRTOOL_LAB_DIR"] = str(labs)

@@ -28,16 +28,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from drtool_lab.cluster import OBJECTS_PER_SCALE
+from drtool_lab.components.kube_apiserver import KubeApiserver
+from drtool_lab.lab import LIVING_KINDS, Lab
+from drtool_lab.rehearsal.rehearse import RehearsalOptions, rehearse
+from drtool_lab.rehearsal.target import lab_plugins, seed_sources
 from machine import REPO, machine_facts
 
 from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
-from drtool.lab.components.kube_apiserver import KubeApiserver
-from drtool.lab.lab import LIVING_KINDS, Lab
 from drtool.plans.loader import load_plan
-from drtool.plugin.toolkit.kube.lab import OBJECTS_PER_SCALE
-from drtool.rehearsal.rehearse import RehearsalOptions, rehearse
-from drtool.rehearsal.target import lab_plugins, seed_sources
 from drtool.repo.repository import Repository
 
 RESULTS_DIR = REPO / "bench" / "results"

@@ -59,11 +59,12 @@ def run_workers(argv: list[str], env: dict[str, str], job: str, count: int) -> d
     }
 
 
-def one_run(env: dict[str, str], work: Path, client: Any, workers: int, run: int) -> dict[str, Any]:
-    """A sharded backup of the checkpoint, then a sharded restore of it, with ``workers`` workers."""
+def one_run(env: dict[str, str], work: Path, client: Any, at: dict[str, str], workers: int, run: int) -> dict[str, Any]:
+    """A sharded backup of the checkpoint, then a sharded restore of it, with ``workers`` workers (``at``: the
+    settings that point a location at the lab's MinIO)."""
+    source = {"sources": [{"name": "train", "url": "s3://source/ckpt", **at}]}
     store = f"s3://store/w{workers}-r{run}"
     config = work / f"config-w{workers}-r{run}.yaml"
-    source = {"sources": [{"name": "train", "url": "s3://source/ckpt", "lab": "bench"}]}
     config.write_text(yaml.safe_dump({"store": store, "sources": {"checkpoints": source}}))
     renv = env | {"DRTOOL_CONFIG": str(config), "DRTOOL_CATALOG": str(work / f"catalog-w{workers}-r{run}.db")}
     subprocess.run([*DRTOOL, "init", "--store", store], env=renv, check=True, capture_output=True)
@@ -74,7 +75,7 @@ def one_run(env: dict[str, str], work: Path, client: Any, workers: int, run: int
     bucket = f"restore-w{workers}-r{run}"
     client.create_bucket(Bucket=bucket)
     restore_argv = [*DRTOOL, "shard", "restore", published["id"], "-p", "checkpoints", "-t", f"url=s3://{bucket}/ckpt",
-                    "-t", "lab=bench", "--no-verify", "--json"]  # fmt: skip
+                    *(f"-t{k}={v}" for k, v in at.items()), "--no-verify", "--json"]  # fmt: skip
     restore = run_workers(restore_argv, renv, f"restore-w{workers}-r{run}", workers)
     # two workers finishing together may both see every done marker and both write the (same) commit files
     assert any(o["committed"] for o in restore["outputs"]), restore["outputs"]
@@ -116,6 +117,7 @@ def main() -> None:
         client = minio.client()
         for bucket in ("source", "store"):
             minio.create_bucket(bucket)
+        at = {"endpoint_url": minio.api_url, "credentials_file": str(minio.credentials_file())}
         disk = work / "disk"
         disk.mkdir(exist_ok=True)
         seed(client, "source", disk, args.shards, total // args.shards)
@@ -123,7 +125,7 @@ def main() -> None:
         rows: dict[int, list[dict[str, Any]]] = {w: [] for w in args.workers}
         for run in range(args.runs):
             for workers in args.workers:  # interleaved, so a change in the machine's load hits both layouts
-                rows[workers].append(one_run(env, work, client, workers, run))
+                rows[workers].append(one_run(env, work, client, at, workers, run))
                 row = rows[workers][-1]
                 print(f"run {run}, {workers} worker(s): backup {row['backup']['wall']:.1f} s "
                       f"(commit {row['backup']['commit']:.3f} s), restore {row['restore']['wall']:.1f} s, "

@@ -20,12 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from drtool_lab.lab import Lab
 from drtool_plugins.checkpoints.backup import _Hashers
 from drtool_plugins.checkpoints.location import IO_BLOCK, S3Location
 from drtool_plugins.checkpoints.ranged import RangedReads, RangePool
 from machine import REPO, machine_facts
-
-from drtool.lab.lab import Lab
 
 MiB = 1 << 20
 

@@ -199,8 +199,8 @@ class MinioBackend:
     name = "minio"
 
     def __init__(self, root: Path) -> None:
-        from drtool.lab.components.minio import MinioServer
-        from drtool.lab.lab import Lab
+        from drtool_lab.components.minio import MinioServer
+        from drtool_lab.lab import Lab
 
         self.lab = Lab("store-bench", root=root)
         self.lab.up(["minio"])
@@ -477,7 +477,7 @@ def print_summary(results: list[dict[str, Any]]) -> None:
 def environment() -> dict[str, Any]:
     from importlib.metadata import version
 
-    from drtool.lab.build import MINIO_VERSION
+    from drtool_lab.build import MINIO_VERSION
 
     return {
         **machine_facts(),

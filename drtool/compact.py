@@ -15,7 +15,8 @@ from typing import Any
 
 from drtool.errors import UsageError
 from drtool.follow import commit_link
-from drtool.plugin.contract import FollowSupport, Plugin, Point
+from drtool.plugin.contract import FollowSupport, Plugin
+from drtool.points import Point
 from drtool.progress import Progress
 from drtool.repo.chains import ChainReader
 from drtool.repo.manifest import ChainLink, Manifest, utc_now

@@ -29,11 +29,7 @@ if TYPE_CHECKING:
     from drtool.scheduler.sets import BackupSet
 
 DEFAULT_CONFIG = "~/.config/drtool/config.yaml"
-# threads that seal and upload (or fetch and open) chunks: I/O bound, so more than the cores, within reason
-DEFAULT_WORKERS = max(4, min(16, 2 * (os.cpu_count() or 2)))
 DEFAULT_CATALOG = "~/.local/share/drtool/catalog.db"
-# where drtool's credentials come from (credentials_from_env); a plan step's process does not inherit them
-CREDENTIAL_ENV = ("DRTOOL_PASSPHRASE", "DRTOOL_PASSPHRASE_FILE", "DRTOOL_KEYFILE", "DRTOOL_RECOVERY_SHARES_FILE")
 _ALLOWED_KEYS = {"store", "catalog", "sources", "backup_sets", "max_clock_skew"}
 
 
@@ -94,7 +90,7 @@ def load_settings(config: str | None = None, store: str | None = None, catalog: 
 
 
 def _skew(raw: Any, path: Path) -> dt.timedelta:
-    from drtool.plans.schema import parse_duration
+    from drtool.durations import parse_duration
 
     try:
         return parse_duration(raw)

@@ -19,6 +19,9 @@ from collections.abc import Mapping
 
 # whole families: drtool's own settings, cloud and Vault credentials, MinIO's root keys
 SECRET_PREFIXES = ("DRTOOL_", "AWS_", "AZURE_", "GOOGLE_", "GCP_", "VAULT_", "BAO_", "MINIO_")
+# where drtool's credentials come from (drtool.config.credentials_from_env); a plan step's process does not
+# inherit them
+CREDENTIAL_ENV = ("DRTOOL_PASSPHRASE", "DRTOOL_PASSPHRASE_FILE", "DRTOOL_KEYFILE", "DRTOOL_RECOVERY_SHARES_FILE")
 # words a secret's name carries (PASS: PASSWORD, PASSPHRASE, PASSWD, ASKPASS; KEY: SSLKEYLOGFILE too)
 SECRET_WORDS = ("PASS", "TOKEN", "SECRET", "KEY", "CREDENTIAL", "PRIVATE", "COOKIE")
 

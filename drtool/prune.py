@@ -26,7 +26,6 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from drtool.backends.backend import Backend
-from drtool.config import DEFAULT_WORKERS
 from drtool.errors import DrtoolError
 from drtool.repo import layout, repack
 from drtool.repo.lock import DEFAULT_TTL, acquire, remove_stale_locks
@@ -34,6 +33,7 @@ from drtool.repo.manifest import Manifest
 from drtool.repo.pack_index import hex_ids, unique_ids
 from drtool.repo.packed import PackedStore
 from drtool.repo.repository import Repository
+from drtool.repo.workers import DEFAULT_WORKERS
 from drtool.repo.writer import DEFAULT_LOCK_WAIT
 from drtool.retention import BackupRef, ChainPosition, Decision, RetentionPolicy, decide
 

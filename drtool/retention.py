@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from drtool.plans.schema import Duration, format_duration
+from drtool.durations import Duration, format_duration
 
 DEFAULT_MILESTONE_TAGS = ("milestone",)
 

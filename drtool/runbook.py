@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from drtool.config import Settings
+from drtool.durations import format_duration
 from drtool.errors import DrtoolError
 from drtool.plans.dag import downstream, waves
 from drtool.plans.loader import LoadedPlan
-from drtool.plans.schema import Plan, Step, format_duration
+from drtool.plans.schema import Plan, Step
 from drtool.plans.source import find_backup
 from drtool.plans.steps import why_not_run
 from drtool.plugin.manager import load_plugins

@@ -1,4 +1,4 @@
-"""Shared test set-up: every real server comes from ``drtool.lab``, started on free loopback ports."""
+"""Shared test set-up: every real server comes from ``drtool_lab``, started on free loopback ports."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from drtool_lab.build import cache_dir
+from drtool_lab.gorun import go_executable
 
 from drtool.errors import SourceError
-from drtool.lab.build import cache_dir
-from drtool.lab.gorun import go_executable
 
 pytest_plugins = [
     "tests.fixtures.core",

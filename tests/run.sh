@@ -40,11 +40,11 @@ fi
 . .venv/bin/activate
 pip install -q --disable-pip-version-check -e '.[test]'
 
-python -m drtool.lab.build minio >/dev/null
+python -m drtool_lab.build minio >/dev/null
 # kube-apiserver, kube-controller-manager, kube-scheduler, kwok, registry, cert-manager, Kueue: one go build
 # per build module, progress on stderr (cold: see docs/lab-builds.md)
-python -m drtool.lab.build lab >/dev/null
-python -c "from drtool_plugins.helm.lab import helm_cli; helm_cli()" >/dev/null  # Helm CLI for test_helm: ~3 min cold
+python -m drtool_lab.build lab >/dev/null
+python -c "from drtool_lab.plugins.helm import helm_cli; helm_cli()" >/dev/null  # Helm CLI for test_helm: ~3 min cold
 if [ "$(id -u)" = 0 ]; then  # test_image (root only): Debian base + pinned wheels, ~1.5 min cold
   python -m tests.fixtures.image >/dev/null
 fi

@@ -19,12 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from drtool_lab.components.minio import MinioServer
 
 from drtool.backends import Backend, open_backend
 from drtool.backends.s3 import S3Backend
 from drtool.errors import NotFound, ObjectExists, StoreUnavailable, UsageError
-from drtool.lab import process
-from drtool.lab.components.minio import MinioServer
+from drtool.servers import process
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.minio)])

@@ -16,16 +16,17 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from drtool_lab.components.minio import MinioServer
+from drtool_lab.lab import Lab
+from drtool_lab.plugins.checkpoints import seed_bucket
+from drtool_lab.support import lab_support
 from drtool_plugins.checkpoints import CheckpointsPlugin, dcp, samples
 from drtool_plugins.checkpoints import location as loc_mod
-from drtool_plugins.checkpoints.lab import seed_bucket
 from drtool_plugins.checkpoints.retention import backups_to_keep
 from safetensors.numpy import load as st_load
 
 from drtool.backup import run_backup
 from drtool.errors import SourceError, UsageError
-from drtool.lab.components.minio import MinioServer
-from drtool.lab.lab import Lab
 from drtool.repo.repository import Repository
 from drtool.repo.restore_context import PluginRestoreContext
 from drtool.restore import run_restore
@@ -317,7 +318,9 @@ def test_source_minio_stopping_mid_transfer(repo: Repository, lab_root: Path, mo
         for i in range(4):
             put(f"run/step-1/shard-{i}.bin", np.random.default_rng(i).bytes(4 << 20))
         put("run/step-1/COMPLETE", b"")
-        src = {"sources": [{"name": "train", "url": "s3://train/ck", "lab": "ckpt-flaky"}], "workers": 1}
+        keys = str(server.credentials_file())
+        source = {"name": "train", "url": "s3://train/ck", "endpoint_url": server.api_url, "credentials_file": keys}
+        src = {"sources": [source], "workers": 1}
         real = loc_mod.S3Location.open
         stopped = threading.Event()
 
@@ -340,8 +343,8 @@ def test_source_minio_stopping_mid_transfer(repo: Repository, lab_root: Path, mo
 def test_cli_backup_restore_with_lab_support(cli: Cli, tmp_path: Path, lab_root: Path) -> None:
     lab = Lab("ckpt-cli", root=lab_root)
     try:
-        src = PLUGIN.lab.seed(lab)
-        target = PLUGIN.lab.target(lab)
+        src = lab_support("checkpoints").seed(lab)  # type: ignore[union-attr]
+        target = lab_support("checkpoints").target(lab)  # type: ignore[union-attr]
         config = cli.home / ".config/drtool/config.yaml"
         config.parent.mkdir(parents=True)
         config.write_text(yaml.safe_dump({"store": str(tmp_path / "store"), "sources": {"checkpoints": src}}))
@@ -352,10 +355,11 @@ def test_cli_backup_restore_with_lab_support(cli: Cli, tmp_path: Path, lab_root:
         assert out["status"] == "complete" and len(meta["checkpoints"]) == 5 + 2  # the samples, the trainer's 10 and 20
         torn = next(s for s in meta["skipped"] if s["checkpoint"] == "mlp/step-000030")  # killed in its save
         assert torn["reason"] == "2 of 3 shards and no index: the sharded save has not finished"
-        args = ["restore", out["id"], "-p", "checkpoints", "-t", f"url={target['url']}", "-t", "lab=ckpt-cli"]
+        at = [f"-t{k}={target[k]}" for k in ("endpoint_url", "credentials_file")]
+        args = ["restore", out["id"], "-p", "checkpoints", "-t", f"url={target['url']}", *at]
         restored = json.loads(cli(*args, "--json", check=True, env=env).stdout)
         assert restored["verified"] and restored["changed"]
-        bad = cli("restore", out["id"], "-p", "checkpoints", "-t", "url=s3://", "-t", "lab=ckpt-cli", env=env)
+        bad = cli("restore", out["id"], "-p", "checkpoints", "-t", "url=s3://", *at, env=env)
         assert_clean_error(bad, 2, "names no bucket")
     finally:
         lab.down()
@@ -374,3 +378,18 @@ def test_retention_hook_keeps_last_per_run_and_milestones() -> None:
     assert set(keep) == {"b2", "b3"}
     assert any("milestone" in r for r in keep["b2"]) and any("run b" in r for r in keep["b2"])
     assert len(keep["b3"]) == 2
+
+
+def test_s3_keys_come_from_a_credentials_file_and_a_bad_one_is_one_line(tmp_path: Path) -> None:
+    """A lab MinIO's keys (or a mounted Secret's) reach the plugin as a file the settings name, never inline."""
+    keys = tmp_path / "keys"
+    keys.write_text("[default]\naws_access_key_id = AKLAB\naws_secret_access_key = lab-secret\n")
+    credentials = loc_mod.s3_client("http://127.0.0.1:9", str(keys))._request_signer._credentials
+    assert (credentials.access_key, credentials.secret_key) == ("AKLAB", "lab-secret")
+    for bad, says in ((tmp_path / "missing", "cannot be read"), (tmp_path, "cannot be read")):
+        with pytest.raises(UsageError) as err:
+            loc_mod.s3_client(None, str(bad))
+        assert says in err.value.one_line() and "credentials_file" in err.value.one_line()
+    keys.write_text("[other]\naws_access_key_id = AKLAB\n")
+    with pytest.raises(UsageError, match=r"has no \[default\] section"):
+        loc_mod.s3_client(None, str(keys))

@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from drtool_lab.components.minio import MinioServer
 from drtool_plugins.checkpoints import location as loc_mod
 from drtool_plugins.checkpoints import ranged
 from drtool_plugins.checkpoints.settings import BackupSettings
 
 from drtool.errors import SourceError, UsageError
-from drtool.lab.components.minio import MinioServer
 from drtool.memory import ByteBudget
 from drtool.repo.repository import Repository
 from drtool.restore import run_restore

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import yaml
+from drtool_lab.etcd_seed import settings_of
 
-from drtool.lab.components.etcd import EtcdServer
-from drtool.lab.etcd_seed import settings_of
+from drtool.servers.etcd import EtcdServer
 from tests.fixtures.core import Cli, assert_clean_error
 
 

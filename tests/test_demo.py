@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 import yaml
+from drtool_lab.demo.followup import CUTOVER_VARIABLE, follow_up
+from drtool_lab.doctor import Finding, with_requirements
+from drtool_lab.obtain import debian_install_impossible, unavailable_kinds
 
-from drtool.demo.followup import CUTOVER_VARIABLE, follow_up
-from drtool.lab.doctor import Finding, with_requirements
-from drtool.lab.obtain import debian_install_impossible, unavailable_kinds
-from drtool.lab.provision import Provision
 from drtool.plans.loader import load_plan, read_values
 from drtool.progress import LineProgress
+from drtool.servers.provision import Provision
 from tests.fixtures.core import Cli, assert_clean_error
 
 PLAN = Path(__file__).parents[1] / "restore-plans" / "full-cluster-rebuild.yaml"

@@ -19,12 +19,12 @@ import dns.rdatatype
 import pytest
 import yaml
 from cryptography import x509
+from drtool_lab.components.bind9 import Bind9Server
+from drtool_lab.plugins.dns_certs import SERIAL, VALUES, ZONE
 from drtool_plugins.dns_certs import DnsCertsPlugin, certs, externaldns, zones
-from drtool_plugins.dns_certs.lab import SERIAL, VALUES, ZONE
 from kubernetes import client as k8s
 
 from drtool.errors import UsageError, WrongKey
-from drtool.lab.components.bind9 import Bind9Server
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.writer import BackupSession
@@ -75,7 +75,7 @@ def axfr(bind: Bind9Server, key_file: str | Path) -> dict[tuple[str, str], tuple
 def install_cert_manager(lab: DnsLab) -> None:
     """cert-manager's CRDs, as installing cert-manager in the new cluster (before the restore) leaves them:
     so that a CertificateRequest could be created, and its absence means something."""
-    from drtool.lab.kube_seed import KubeClient, install_crds
+    from drtool_lab.kube_seed import KubeClient, install_crds
 
     install_crds(KubeClient(lab.lab["kube-apiserver"].access()), ["cert-manager"])  # type: ignore[attr-defined]
 
@@ -264,8 +264,8 @@ def test_cli_backup_show_restore(cli: Cli, tmp_path: Path, dns_source: DnsLab, b
 
 def test_secrets_are_restored_before_certificates() -> None:
     """The kubernetes plugin's restore order (which dns-certs uses) puts Secrets levels before Certificates."""
-    from drtool.plugin.toolkit.kube.discovery import ResourceType
-    from drtool.plugin.toolkit.kube.order import level_of
+    from drtool.kube.discovery import ResourceType
+    from drtool.kube.order import level_of
 
     secrets = ResourceType("", "v1", "secrets", "Secret", True)
     certificates = ResourceType("cert-manager.io", "v1", "certificates", "Certificate", True, crd=True)
@@ -288,7 +288,7 @@ def test_externaldns_policy_rewrite() -> None:
 
 
 def test_reissue_reasons_catch_a_foreign_key(tmp_path: Path) -> None:
-    from drtool.lab import pki
+    from drtool.servers import pki
 
     ca = pki.make_ca(tmp_path, "ca")
     a = pki.issue(ca, tmp_path, "a", "a.example", sans=["a.example"], days=30)

@@ -24,6 +24,9 @@ from typing import Any
 
 import pytest
 import yaml
+from drtool_lab.etcd_seed import gateway, settings_of
+from drtool_lab.rehearsal.rehearse import rpo
+from drtool_lab.rehearsal.target import stop_restored_servers
 from drtool_plugins.etcd import EtcdPlugin
 from drtool_plugins.etcd.deltas import ARTIFACT, Op, Revision, header
 
@@ -32,21 +35,18 @@ from drtool.compact import compact
 from drtool.crypto.credentials import Credentials
 from drtool.errors import DrtoolError, IntegrityError, UsageError
 from drtool.follow import FollowSession, run_follow
-from drtool.lab.components.etcd import EtcdServer
-from drtool.lab.etcd_seed import gateway, settings_of
 from drtool.plans.executor import Executor
 from drtool.plans.loader import load_plan
 from drtool.plans.schema import Source
 from drtool.plans.source import find_backup
 from drtool.plugin.contract import Span
-from drtool.rehearsal.rehearse import rpo
-from drtool.rehearsal.target import stop_restored_servers
 from drtool.repo.chains import ChainGap, find_point, read_links
 from drtool.repo.manifest import Manifest, PluginOutcome
 from drtool.repo.repository import Repository
 from drtool.restore import run_restore
 from drtool.retention import BackupRef, ChainPosition, RetentionPolicy, decide
 from drtool.scheduler.sets import parse_backup_sets
+from drtool.servers.etcd import EtcdServer
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error, count_manifest_reads
 from tests.fixtures.etcd import etcdctl_dump
 

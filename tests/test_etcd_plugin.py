@@ -12,21 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from drtool_lab.etcd_seed import gateway, settings_of
 from drtool_plugins.etcd import EtcdPlugin
 from drtool_plugins.etcd.restore import MARKER_SUFFIX, SCRATCH_PREFIX, bump_supported
 from drtool_plugins.etcd.snapshot import SnapshotDigest
 
 from drtool.binaries import etcd_binary
 from drtool.errors import IntegrityError, SourceError, UsageError
-from drtool.lab import process
-from drtool.lab.components.etcd import EtcdServer
-from drtool.lab.etcd_seed import gateway, settings_of
 from drtool.plugin.contract import Plugin
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.restore_context import PluginRestoreContext
 from drtool.repo.writer import BackupSession
 from drtool.restore import restore_dependencies
+from drtool.servers import process
+from drtool.servers.etcd import EtcdServer
 from tests.fixtures.etcd import CorruptingProxy, etcdctl_dump
 
 plugin = EtcdPlugin()
@@ -366,7 +366,7 @@ def test_lab_pki_issues_private_keys_and_usable_certs(tmp_path: Path) -> None:
     from cryptography import x509
     from cryptography.x509.oid import ExtendedKeyUsageOID
 
-    from drtool.lab import pki
+    from drtool.servers import pki
 
     ca = pki.make_ca(tmp_path / "pki", "test CA")
     assert pki.make_ca(tmp_path / "pki", "ignored").cert.read_bytes() == ca.cert.read_bytes()  # reused

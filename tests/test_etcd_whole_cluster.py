@@ -19,21 +19,21 @@ from typing import Any
 
 import pytest
 import requests
+from drtool_lab.components.kube_apiserver import KubeApiserver
+from drtool_lab.etcd_seed import gateway, settings_of
+from drtool_lab.kube_seed import secret_value
+from drtool_lab.lab import Lab
 from drtool_plugins.etcd import EtcdPlugin
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from drtool.backends.local import LocalBackend
 from drtool.errors import SourceError
-from drtool.lab.components.etcd import EtcdServer
-from drtool.lab.components.kube_apiserver import KubeApiserver
-from drtool.lab.etcd_seed import gateway, settings_of
-from drtool.lab.kube_seed import secret_value
-from drtool.lab.lab import Lab
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.writer import BackupSession
 from drtool.restore import RestoreOutcome, run_restore
+from drtool.servers.etcd import EtcdServer
 from tests.fixtures.core import PASSPHRASE
 from tests.fixtures.kube import KubeLab
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 import yaml
+from drtool_lab.etcd_seed import settings_of
 
-from drtool.lab import process
-from drtool.lab.components.etcd import EtcdServer
-from drtool.lab.etcd_seed import settings_of
+from drtool.servers import process
+from drtool.servers.etcd import EtcdServer
 from tests.fixtures.core import Cli
 from tests.fixtures.faults import KubeFaultProxy, start_kube_fault_proxy
 from tests.fixtures.kube import KubeLab

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 import yaml
+from drtool_lab.components.minio import MinioServer
 
-from drtool.lab.components.minio import MinioServer
 from drtool.repo import layout
 from tests.fixtures import stores
 from tests.fixtures.core import Cli, assert_clean_error

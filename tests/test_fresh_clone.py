@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 import pytest
+from drtool_lab.rehearsal.target import lab_plugins
 
-from drtool.lab.process import alive
-from drtool.rehearsal.target import lab_plugins
+from drtool.servers.process import alive
 
 REPO = Path(__file__).parents[1]
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 import yaml
+from drtool_lab.plugins.git import DELETED_BRANCH
+from drtool_lab.support import LabSupport, lab_support
 from drtool_plugins.git import GitPlugin
-from drtool_plugins.git.lab import DELETED_BRANCH
 
 from drtool.errors import UsageError
-from drtool.plugin.contract import LabSupport
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.writer import BackupSession
@@ -63,7 +63,7 @@ def test_backup_then_push_into_a_new_remote(
     assert manifest.failure_domain["git_hosts"] == ["127.0.0.1"]
     assert manifest.failure_domain["git_remotes"] == git_source["repos"]
 
-    assert isinstance(plugin.lab, LabSupport)
+    assert isinstance(lab_support("git"), LabSupport)
     target = git_target  # an empty repository on another lab's git daemon
     deps = restore_dependencies(repo, plugin, manifest, target)
     assert any(d.kind == "endpoint" and d.address == target["url"] for d in deps)

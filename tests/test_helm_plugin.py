@@ -17,20 +17,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from drtool_lab.plugins.helm import helm_cli
 from drtool_plugins.helm import HelmPlugin
-from drtool_plugins.helm.lab import helm_cli
 from drtool_plugins.helm.release import decode
 from drtool_plugins.helm.sample import push_oci_chart, release, release_secret, seed_releases, write_repository
 
 from drtool.errors import SourceError
-from drtool.lab import process
-from drtool.plugin.toolkit.kube.client import KubeClient
-from drtool.plugin.toolkit.kube.settings import Connection
+from drtool.kube.client import KubeClient
+from drtool.kube.settings import Connection
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.restore_context import PluginRestoreContext
 from drtool.repo.writer import BackupSession
 from drtool.restore import run_restore
+from drtool.servers import process
 from tests.fixtures.kube import KubeLab, start_kube_lab
 from tests.fixtures.registry import RegistryLab
 

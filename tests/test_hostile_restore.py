@@ -27,8 +27,8 @@ import pytest
 from drtool.backends import open_backend
 from drtool.crypto.credentials import Credentials
 from drtool.errors import DrtoolError, IntegrityError
+from drtool.kube.discovery import ResourceType
 from drtool.plugin.manager import get_plugin
-from drtool.plugin.toolkit.kube.discovery import ResourceType
 from drtool.plugin.toolkit.oci.registry import OCI_MANIFEST, Registry, sha256_digest
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
@@ -390,7 +390,7 @@ def environ_of(pid: int) -> dict[str, str]:
 def test_a_lab_server_gets_neither_the_passphrase_nor_cloud_keys(
     lab_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from drtool.lab.lab import Lab
+    from drtool_lab.lab import Lab
 
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)

@@ -29,13 +29,13 @@ import pytest
 import yaml
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
+from drtool_lab.components.minio import MinioServer
 
 from drtool.backends import open_backend
 from drtool.backends.backend import Backend
 from drtool.crypto.credentials import Credentials
 from drtool.crypto.master import MANIFEST, MasterKey
 from drtool.errors import IntegrityError
-from drtool.lab.components.minio import MinioServer
 from drtool.repo import layout
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository

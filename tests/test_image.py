@@ -125,6 +125,17 @@ def test_entrypoint_runs_as_non_root_with_every_plugin(pulled: Pulled) -> None:
     assert (code, out.strip()) == (0, UID), err
 
 
+def test_the_image_has_no_lab(pulled: Pulled) -> None:
+    """The lab (lab/, drtool_lab) stays outside the product: no package, no lab commands."""
+    code, _, err = pulled.exec("/opt/drtool/bin/python", "-c", "import drtool_lab")
+    assert code != 0 and "No module named 'drtool_lab'" in err, err
+    for command in ("lab", "demo", "rehearse"):
+        code, _, err = pulled.run(command, "--help")
+        assert code == 2 and "No such command" in err, (command, err)
+    code, out, err = pulled.run("--help")
+    assert code == 0 and "drills" in out, err  # the record of rehearsals is the product's: it reads the catalog
+
+
 def test_usage_error_is_a_usage_message_not_a_traceback(pulled: Pulled) -> None:
     code, _, err = pulled.run("backup", "--no-such-option")
     assert code == 2

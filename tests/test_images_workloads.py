@@ -16,7 +16,7 @@ from drtool_plugins.images import ImagesPlugin
 from drtool_plugins.kubernetes import KubernetesPlugin
 from kubernetes import client as k8s
 
-from drtool.plugin.toolkit.kube.references import map_images
+from drtool.kube.references import map_images
 from drtool.repo.repository import Repository
 from drtool.repo.writer import BackupSession
 from drtool.restore import run_restore

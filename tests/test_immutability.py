@@ -24,8 +24,8 @@ import boto3
 import pytest
 import yaml
 from botocore.exceptions import ClientError
+from drtool_lab.components.minio import MinioServer
 
-from drtool.lab.components.minio import MinioServer
 from drtool.repo import layout
 from tests.fixtures import stores
 from tests.fixtures.core import Cli

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from drtool_lab.kube_seed import KubeClient, wait_established
 from drtool_plugins.kubernetes import KubernetesPlugin
 
 from drtool.backends.local import LocalBackend
@@ -34,13 +35,12 @@ from drtool.independence.analysis import (
 )
 from drtool.independence.domain import Address, DomainMatch, FailureDomain
 from drtool.independence.remedies import CUTOVER_PURPOSE, Remedy
-from drtool.lab.kube_seed import KubeClient, wait_established
-from drtool.lab.process import free_port
+from drtool.kube.references import dns_forwarders, references
 from drtool.plans.schema import Plan
-from drtool.plugin.toolkit.kube.references import dns_forwarders, references
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.writer import BackupSession
+from drtool.servers.process import free_port
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
 from tests.fixtures.kube import KubeLab, start_kube_lab
 
@@ -362,9 +362,9 @@ def test_webhook_whose_service_will_not_exist_blocks_the_restore(report: Indepen
 
 
 def test_storage_provisioners_and_dns_forwarders(report: IndependenceReport) -> None:
-    local = finding(report, "provisioner:rancher.io/local-path")
-    assert local.status == "inside" and "cluster's own nodes" in local.detail
-    assert finding(report, "provisioner:ebs.csi.aws.com").status == "independent"
+    local = finding(report, "rancher.io/local-path")
+    assert local.kind == "provisioner" and local.status == "inside" and "cluster's own nodes" in local.detail
+    assert finding(report, "ebs.csi.aws.com").status == "independent"
     assert finding(report, "10.96.0.20").status == "inside"  # CoreDNS forwards to an in-cluster resolver
     assert finding(report, "192.0.2.53").status == "independent"
 
@@ -453,8 +453,8 @@ def test_references_of_flux_sources_ignore_policy_webhooks_and_coredns_files() -
         "kind": "MutatingWebhookConfiguration",
         "webhooks": [{"clientConfig": {"service": {"name": "w", "namespace": "n"}}, "failurePolicy": "Ignore"}],
     }
-    ((address, purpose, _),) = references(ignore)
-    assert address == "w.n.svc" and not purpose.startswith("blocks")
+    (ref,) = references(ignore)
+    assert ref.address == "w.n.svc" and not ref.blocks_restore
     corefile = (
         "example.org:53 {\n forward . /etc/resolv.conf\n}\n"
         ".:53 {\n forward . tls://9.9.9.9 8.8.8.8 {\n  max_fails 3\n }\n}"

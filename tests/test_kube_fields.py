@@ -11,8 +11,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from drtool.plugin.toolkit.kube.fields import flatten, list_kinds, managers, show
-from drtool.plugin.toolkit.kube.judge import ADDED, DRIFT, FOREIGN_WRITE, STATUS, judge
+from drtool.kube.fields import flatten, list_kinds, managers, show
+from drtool.kube.judge import ADDED, DRIFT, FOREIGN_WRITE, STATUS, judge
 
 Obj = dict[str, Any]
 

@@ -14,15 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from drtool_lab.kube_seed import secret_value
 from drtool_plugins.kubernetes import KubernetesPlugin
 
 from drtool.backup import run_backup
 from drtool.errors import SourceError, UsageError
-from drtool.lab.kube_seed import secret_value
+from drtool.kube.discovery import ResourceType
+from drtool.kube.order import PRIORITIES, levels
+from drtool.kube.skips import SKIPPED_RESOURCES
 from drtool.plugin.contract import Plugin
-from drtool.plugin.toolkit.kube.discovery import ResourceType
-from drtool.plugin.toolkit.kube.order import PRIORITIES, levels
-from drtool.plugin.toolkit.kube.skips import SKIPPED_RESOURCES
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.restore_context import PluginRestoreContext

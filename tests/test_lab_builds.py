@@ -9,10 +9,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+from drtool_lab import gomods, gorun, kube_seed, upstream
+from drtool_lab.components.kwok import node_pools, nodes
 
 from drtool.errors import SourceError
-from drtool.lab import gomods, gorun, kube_seed, upstream
-from drtool.lab.components.kwok import node_pools, nodes
 
 
 def test_crd_pins_are_the_versions_the_controllers_are_built_from() -> None:

@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 import requests
 from cryptography import x509
+from drtool_lab import gomods, kube_seed, upstream
+from drtool_lab.build import KUBE_VERSION
+from drtool_lab.components.kube_apiserver import KubeApiserver
+from drtool_lab.kube_seed import SEED_LABEL, TEAMS, secret_value
+from drtool_lab.lab import Lab
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from drtool.errors import SourceError
-from drtool.lab import gomods, kube_seed, upstream
-from drtool.lab.build import KUBE_VERSION
-from drtool.lab.components.kube_apiserver import KubeApiserver
-from drtool.lab.kube_seed import SEED_LABEL, TEAMS, secret_value
-from drtool.lab.lab import Lab
 from tests.fixtures.core import Cli, assert_clean_error
 from tests.fixtures.kube import SOURCE_OBJECTS, KubeLab, start_kube_lab
 

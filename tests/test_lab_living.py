@@ -17,15 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from drtool_lab import kube_seed
+from drtool_lab.components import KINDS
+from drtool_lab.components.kube_apiserver import KubeApiserver
+from drtool_lab.components.kueue import ensure_metrics_certs, webhook_configurations
+from drtool_lab.components.kwok import node_pools
+from drtool_lab.lab import LIVING_KINDS, Lab
 from kubernetes import client, config
 
 from drtool.errors import SourceError
-from drtool.lab import kube_seed
-from drtool.lab.components import KINDS
-from drtool.lab.components.kube_apiserver import KubeApiserver
-from drtool.lab.components.kueue import ensure_metrics_certs, webhook_configurations
-from drtool.lab.components.kwok import node_pools
-from drtool.lab.lab import LIVING_KINDS, Lab
 from tests.fixtures.core import Cli
 from tests.fixtures.kube import wait_for
 

@@ -12,9 +12,8 @@ from pathlib import Path
 import psycopg2
 import pytest
 import sqlalchemy as sa
-
-from drtool.lab.components.postgres import PostgresServer
-from drtool.lab.lab import Lab
+from drtool_lab.components.postgres import PostgresServer
+from drtool_lab.lab import Lab
 
 pytestmark = pytest.mark.postgres
 

@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from drtool_lab.components.kube_apiserver import KubeApiserver
+from drtool_lab.components.kueue import KueueController
+from drtool_lab.lab import Lab
+from drtool_lab.support import lab_support
 from kubernetes import client, config
 
 from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
-from drtool.lab.components.kube_apiserver import KubeApiserver
-from drtool.lab.components.kueue import KueueController
-from drtool.lab.lab import Lab
 from drtool.plugin.contract import Check
 from drtool.plugin.manager import get_plugin
 from drtool.repo.manifest import Manifest
@@ -104,7 +105,7 @@ def living(lab_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     plugins = [get_plugin(name) for name in PLUGINS]
     source = Lab("lv-source", root=lab_root)
     try:
-        sources = {p.name: p.lab.seed(source) for p in plugins}  # type: ignore[union-attr]
+        sources = {p.name: lab_support(p.name).seed(source) for p in plugins}  # type: ignore[union-attr]
         server = source["kube-apiserver"]
         assert isinstance(server, KubeApiserver)
         api = config.new_client_from_config(config_file=str(server.admin_kubeconfig))
@@ -116,7 +117,7 @@ def living(lab_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         source.down()  # the cluster is lost; only the store remains
     target = Lab("lv-target", root=lab_root)
     try:
-        targets = {p.name: p.lab.target(target) for p in plugins}  # type: ignore[union-attr]
+        targets = {p.name: lab_support(p.name).target(target) for p in plugins}  # type: ignore[union-attr]
         yield Living(repo, manifest, target, targets)
     finally:
         target.down()

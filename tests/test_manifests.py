@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 import yaml
+from drtool_lab.components.minio import MinioServer
 
 from drtool.backends import open_backend
 from drtool.crypto.credentials import Credentials
-from drtool.lab.components.minio import MinioServer
 from drtool.metrics import BackupMetrics
 from drtool.repo.repository import Repository
 from drtool.scheduler.sets import parse_backup_sets

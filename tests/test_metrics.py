@@ -11,10 +11,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from drtool.backends import open_backend
 from drtool.catalog import Catalog
-from drtool.lab.process import free_port
 from drtool.repo.repository import Repository
 from drtool.scheduler.runner import SetRunner
 from drtool.scheduler.sets import parse_backup_sets
+from drtool.servers.process import free_port
 from tests.fixtures.core import PASSPHRASE
 
 

@@ -1,6 +1,6 @@
 """The model-registry plugin against real MLflow servers (``mlflow server``, SQLite, artifacts in real MinIO).
 
-The seeded source (``mlflow_source``, see drtool_plugins.model_registry.lab) holds ``fraud-detector``
+The seeded source (``mlflow_source``, see drtool_lab.plugins.model_registry) holds ``fraud-detector``
 versions 1, 3, 4 (2 deleted) with stages, aliases ``champion`` -> 3 and ``challenger`` -> 4, tags and runs,
 and ``tokenizer`` with one proxied and one ``s3://`` version. Restores are read back with MLflow's own
 client (the ``mlflow`` package) and the restored model is loaded with ``mlflow.pyfunc``, so a bug in the
@@ -205,7 +205,7 @@ def test_dependencies_name_the_target_mlflow_and_object_store(
 
 
 def test_mlflow_down_is_a_clear_source_error(repo: Repository, cli: Cli, tmp_path: Path) -> None:
-    from drtool.lab.process import free_port
+    from drtool.servers.process import free_port
 
     down = {"url": f"http://127.0.0.1:{free_port()}"}
     with pytest.raises(SourceError, match="unreachable"):

@@ -33,9 +33,9 @@ from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
 from drtool.catalog import Catalog
 from drtool.catalog.runs import RunLog
-from drtool.lab.components.etcd import EtcdServer
 from drtool.plugin.manager import get_plugin
 from drtool.repo.repository import Repository
+from drtool.servers.etcd import EtcdServer
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
 
 STEP_PLUGINS = Path(__file__).parent / "data" / "step_plugins" / "drtool_test_steps.py"

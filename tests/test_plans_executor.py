@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from drtool_lab.etcd_seed import settings_of
+from drtool_lab.rehearsal.target import stop_restored_servers
 
 from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
@@ -15,13 +17,11 @@ from drtool.catalog import Catalog
 from drtool.catalog.runs import RunLog
 from drtool.crypto.credentials import Credentials
 from drtool.errors import NotFound
-from drtool.lab.etcd_seed import settings_of
 from drtool.plans.executor import Executor
 from drtool.plans.loader import load_plan
 from drtool.plans.schema import Source
 from drtool.plans.source import resolve_backup
 from drtool.plugin.manager import get_plugin
-from drtool.rehearsal.target import stop_restored_servers
 from drtool.repo.repository import Repository
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
 from tests.fixtures.kube import KubeLab

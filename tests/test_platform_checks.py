@@ -20,15 +20,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from drtool_lab import kube_seed
+from drtool_lab.components.kube_apiserver import KubeApiserver
+from drtool_lab.components.kwok import node_pools
+from drtool_lab.components.minio import MinioServer
+from drtool_lab.lab import LIVING_KINDS, Lab
+from drtool_lab.rehearsal.target import seed_sources
+from drtool_lab.support import lab_support
 from kubernetes import client, config
 
 from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
-from drtool.lab import kube_seed
-from drtool.lab.components.kube_apiserver import KubeApiserver
-from drtool.lab.components.kwok import node_pools
-from drtool.lab.components.minio import MinioServer
-from drtool.lab.lab import LIVING_KINDS, Lab
 from drtool.plans.checks import run_checks
 from drtool.plans.executor import Executor
 from drtool.plans.loader import load_plan
@@ -36,7 +38,6 @@ from drtool.plans.platform.context import TimedCheck
 from drtool.plans.platform.training_resumes import RecoveryPoint, compare, recovery_point
 from drtool.plans.schema import Plan
 from drtool.plugin.manager import get_plugin
-from drtool.rehearsal.target import seed_sources
 from drtool.repo.manifest import ArtifactEntry, Manifest, PluginOutcome
 from drtool.repo.repository import Repository
 from tests.fixtures.core import PASSPHRASE, Cli
@@ -55,7 +56,7 @@ steps:
   - {id: checkpoints, uses: checkpoints}
   - {id: cluster-objects, uses: kubernetes, with: {existing: update}}
 """
-TRAINER = ["python", "-m", "drtool.lab.trainer"]
+TRAINER = ["python", "-m", "drtool_lab.trainer"]
 PLANS = Path(__file__).resolve().parents[1] / "restore-plans"
 
 
@@ -103,7 +104,7 @@ def restored(lab_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         server = source["kube-apiserver"]
         assert isinstance(server, KubeApiserver)
         kube_seed.seed(server.access())
-        trained = checkpoints.lab.seed(source)  # type: ignore[attr-defined]  # the trainer killed mid-save
+        trained = lab_support("checkpoints").seed(source)  # type: ignore[union-attr]  # the trainer killed mid-save
         api = config.new_client_from_config(str(server.admin_kubeconfig))
         wait_for(lambda: certificates_ready(api), "every Certificate issued", timeout=90)
         repo = Repository.init(LocalBackend(work / "store"), passphrase=PASSPHRASE)
@@ -118,7 +119,9 @@ def restored(lab_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         (work / "plan.yaml").write_text(PLAN)
         loaded = load_plan(work / "plan.yaml")
         admin = {"kubeconfig": str(target["kube-apiserver"].admin_kubeconfig)}  # type: ignore[attr-defined]
-        overrides = {"kubernetes": admin, "checkpoints": {"url": f"s3://{TARGET_BUCKET}/runs", "lab": target.name}}
+        restored = {"url": f"s3://{TARGET_BUCKET}/runs", "endpoint_url": minio.api_url}
+        restored["credentials_file"] = str(minio.credentials_file())
+        overrides = {"kubernetes": admin, "checkpoints": restored}
         started = time.monotonic()
         run = Executor(loaded, repo, manifest, overrides=overrides).execute()
         assert run.steps["checkpoints"].status == "ok", run.steps["checkpoints"]

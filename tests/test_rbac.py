@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 import yaml
+from drtool_lab.lab import Lab
 from kubernetes import client as k8s
 
-from drtool.lab import pki
-from drtool.lab.components.etcd import EtcdServer, etcd_binary
-from drtool.lab.lab import Lab
+from drtool.servers import pki
+from drtool.servers.etcd import EtcdServer, etcd_binary
 from tests.fixtures.core import PASSPHRASE
 from tests.fixtures.kube import KubeLab, start_kube_lab
 from tests.fixtures.manifests import (

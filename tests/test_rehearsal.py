@@ -13,6 +13,13 @@ from pathlib import Path
 
 import pytest
 import requests
+from drtool_lab.lab import Lab
+from drtool_lab.rehearsal import netns
+from drtool_lab.rehearsal.agreement import bug_pairs
+from drtool_lab.rehearsal.guard import NetworkGuard, Refusal
+from drtool_lab.rehearsal.isolation import isolate
+from drtool_lab.rehearsal.rehearse import RehearsalOptions, rehearse
+from drtool_lab.rehearsal.target import lab_plugins, seed_sources
 
 from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
@@ -20,16 +27,9 @@ from drtool.catalog import Catalog
 from drtool.catalog.runs import RunLog
 from drtool.errors import UsageError
 from drtool.independence.domain import FailureDomain
-from drtool.lab.lab import Lab
-from drtool.lab.process import alive
 from drtool.plans.loader import load_plan
-from drtool.rehearsal import netns
-from drtool.rehearsal.agreement import bug_pairs
-from drtool.rehearsal.guard import NetworkGuard, Refusal
-from drtool.rehearsal.isolation import isolate
-from drtool.rehearsal.rehearse import RehearsalOptions, rehearse
-from drtool.rehearsal.target import lab_plugins, seed_sources
 from drtool.repo.repository import Repository
+from drtool.servers.process import alive
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error, count_manifest_reads
 from tests.fixtures.kube import KubeLab
 
@@ -242,7 +242,7 @@ def test_full_cluster_rebuild_into_a_fresh_lab_with_the_source_stopped(source: S
         drills = RunLog(catalog).drills()
         assert [(d.plan_name, d.ok, d.independence) for d in drills] == [("full-cluster-rebuild", True, "fail")]
     finally:
-        from drtool.rehearsal.target import stop_restored_servers
+        from drtool_lab.rehearsal.target import stop_restored_servers
 
         stop_restored_servers(target.root)
         target.down()

@@ -23,12 +23,12 @@ from pathlib import Path
 import hvac
 import pytest
 import yaml
+from drtool_lab.components.minio import MinioServer
+from drtool_lab.etcd_seed import gateway, settings_of
+from drtool_lab.lab import Lab
 from drtool_plugins.vault.kv import wait_ready
 
-from drtool.lab.components.minio import MinioServer
-from drtool.lab.components.openbao import OpenBaoServer
-from drtool.lab.etcd_seed import gateway, settings_of
-from drtool.lab.lab import Lab
+from drtool.servers.openbao import OpenBaoServer
 from tests.fixtures.core import PASSPHRASE, Cli
 from tests.fixtures.kube import KubeLab
 from tests.fixtures.mlflow import MlflowLab, start_mlflow_lab

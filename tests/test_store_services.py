@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from drtool.lab.process import free_port
+from drtool.servers.process import free_port
 from tests.fixtures.core import Cli, assert_clean_error
 
 

@@ -18,12 +18,12 @@ import pytest
 from drtool_plugins.vault import VaultPlugin
 
 from drtool.errors import UsageError, WrongKey
-from drtool.lab.components.openbao import OpenBaoServer, health
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.restore_context import PluginRestoreContext
 from drtool.repo.writer import BackupSession
 from drtool.restore import restore_dependencies, run_restore
+from drtool.servers.openbao import OpenBaoServer, health
 from tests.fixtures.core import Cli, assert_clean_error
 
 plugin = VaultPlugin()

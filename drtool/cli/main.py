@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from importlib.metadata import entry_points
+from importlib.util import find_spec
 from typing import Annotated
 
 import typer
@@ -10,15 +12,13 @@ import typer
 from drtool import __version__, log
 from drtool.cli import (
     catalog_cmds,
-    demo_cmd,
     diff_cmd,
+    drill_cmds,
     follow_cmds,
     independence_cmd,
     key_cmds,
-    lab_cmds,
     plan_cmds,
     prune_cmd,
-    rehearse_cmd,
     runs_cmds,
     schedule_cmds,
     shard_cmds,
@@ -28,6 +28,7 @@ from drtool.cli.state import AppState, console, print_json
 from drtool.errors import INTERRUPTED, DrtoolError
 from drtool.memory import limit_malloc_arenas
 
+COMMANDS = "drtool.commands"
 app = typer.Typer(
     help="Disaster-recovery backup and restore for AI platforms on Kubernetes.",
     no_args_is_help=True,
@@ -78,18 +79,28 @@ def plugins(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
 
 store_cmds.register(app)
 app.command()(diff_cmd.diff)
-app.command()(demo_cmd.demo)
 app.command("verify-independence")(independence_cmd.verify_independence)
 app.add_typer(key_cmds.app, name="key")
 app.add_typer(catalog_cmds.app, name="catalog")
-app.add_typer(lab_cmds.app, name="lab")
 app.add_typer(schedule_cmds.app, name="schedule")
 app.add_typer(shard_cmds.app, name="shard")
 prune_cmd.register(app)
 app.add_typer(plan_cmds.app, name="plan")
 app.add_typer(runs_cmds.app, name="runs")
-rehearse_cmd.register(app)
+drill_cmds.register(app)
 follow_cmds.register(app)
+
+
+def _added_commands(app: typer.Typer) -> None:
+    """Commands other installed packages add, through the ``drtool.commands`` entry-point group: the lab's
+    ``lab``, ``demo`` and ``rehearse``. An entry whose package is not installed is skipped: the container image
+    is built without the lab, so its drtool has none of them."""
+    for ep in entry_points(group=COMMANDS):
+        if find_spec(ep.module.partition(".")[0]) is not None:
+            ep.load()(app)
+
+
+_added_commands(app)
 
 
 def main() -> None:

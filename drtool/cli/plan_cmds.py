@@ -14,6 +14,7 @@ from rich.table import Table
 
 from drtool.cli.run_view import RunView, live_rows, steps_table
 from drtool.cli.state import console, print_json, state
+from drtool.durations import format_duration
 from drtool.errors import ApprovalNeeded, SourceError, UsageError
 from drtool.plans.approval import Approvals
 from drtool.plans.dag import waves
@@ -22,7 +23,7 @@ from drtool.plans.executor import Executor
 from drtool.plans.loader import LoadedPlan, read_values
 from drtool.plans.notify import webhook_for
 from drtool.plans.results import RunResult
-from drtool.plans.schema import Plan, format_duration
+from drtool.plans.schema import Plan
 from drtool.plans.source import find_backup
 from drtool.plans.validate import check_file
 from drtool.plugin.manager import load_plugins
@@ -33,6 +34,7 @@ app = typer.Typer(help="Check and show restore plans (docs/plans.md).", no_args_
 
 PlanArg = Annotated[Path, typer.Argument(help="A restore plan (YAML), e.g. restore-plans/full-cluster-rebuild.yaml.")]
 ValuesOpt = Annotated[Path | None, typer.Option("--values", help="YAML file of variables for ${VAR} in the plan.")]
+PlanOpt = Annotated[Path, typer.Option("--plan", help="The restore plan (YAML).")]
 
 
 def load_checked(path: Path, values: Path | None) -> LoadedPlan:

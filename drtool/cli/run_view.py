@@ -19,8 +19,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from drtool.cli.state import human_bytes
+from drtool.durations import format_duration
 from drtool.plans.approval import ApprovalRequest
-from drtool.plans.schema import format_duration
 
 if TYPE_CHECKING:
     from drtool.catalog.runs import RestoreRunRow, StepRunRow

@@ -11,8 +11,8 @@ import typer
 from rich.table import Table
 
 from drtool.cli.state import AppState, console, print_json, state
+from drtool.durations import format_duration
 from drtool.errors import PartialBackup, Terminated, UsageError
-from drtool.plans.schema import format_duration
 
 app = typer.Typer(help="Scheduled backups of the config's backup sets (docs/scheduling.md).", no_args_is_help=True)
 

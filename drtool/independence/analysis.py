@@ -32,7 +32,6 @@ from drtool.crypto.slots import KeySlot
 from drtool.independence.domain import Address, DomainMatch, FailureDomain, parse_address
 from drtool.independence.finder import ClusterNames, Scan, ServiceKey, find_references
 from drtool.independence.hints import fix_hint
-from drtool.independence.marks import BLOCKS_RESTORE, PROVISIONER
 from drtool.independence.remedies import CUTOVER_PURPOSE, IMAGE_REGISTRY, Remedies, Remedy, cutover_record_name
 from drtool.plans.schema import Plan, Waiver
 from drtool.plans.steps import step_target, why_not_run
@@ -43,6 +42,7 @@ from drtool.repo.repository import Repository
 from drtool.restore import restore_dependencies
 
 INSIDE, INDEPENDENT, UNKNOWN, WAIVED, REMEDIATED = "inside", "independent", "unknown", "waived", "remediated"
+NOT_ADDRESSES = ("credential", "provisioner")  # dependency kinds whose address names a holder, not a host
 FINDER = "finder"  # found_by for what the reference finder found (plugins are named by their own name)
 RESOLVE_TIMEOUT_S = 3.0
 RESOLVE_WORKERS = 16
@@ -102,7 +102,7 @@ class Finding:
         return {
             "kind": self.kind,
             "address": self.address,
-            "purpose": self.purpose.removeprefix(BLOCKS_RESTORE),
+            "purpose": self.purpose,
             "evidence": self.evidence,
             "status": self.status,
             "detail": self.detail,
@@ -198,7 +198,9 @@ def analyze(
     for (step_id, plugin, _), deps in zip(work, per_step, strict=True):
         for dep in deps:
             key = (dep.kind, dep.address, dep.purpose, dep.evidence)
-            found = findings.setdefault(key, Finding(dep.kind, dep.address, dep.purpose, dep.evidence))
+            found = findings.setdefault(
+                key, Finding(dep.kind, dep.address, dep.purpose, dep.evidence, blocks_restore=dep.blocks_restore)
+            )
             found.steps.append(step_id)
             if plugin.name not in found.found_by:
                 found.found_by.append(plugin.name)
@@ -212,7 +214,7 @@ def analyze(
     _remediate_repointed_names(judged)
     waivers = _apply_waivers(judged, plan.waivers, today or dt.date.today())
     for f in judged:
-        f.hint = fix_hint(f.kind, f.address, f.purpose, f.status)
+        f.hint = fix_hint(f.kind, f.address, f.purpose, f.status, f.blocks_restore)
     # what only the finder found, outside the domain, is counted, not listed: links in annotations and docs
     quiet = [f for f in judged if f.found_by == [FINDER] and f.status == INDEPENDENT]
     judged = [f for f in judged if f.found_by != [FINDER] or f.status != INDEPENDENT]
@@ -230,7 +232,7 @@ def _merge_references(plugin_findings: list[Finding], scan: Scan, domain: Failur
     names = ClusterNames(domain, scan.backup)
     by_endpoint: dict[Address, Finding] = {}
     for f in plugin_findings:
-        address = parse_address(f.address) if f.kind != "credential" else None
+        address = parse_address(f.address) if f.kind not in NOT_ADDRESSES else None
         if address is not None:
             by_endpoint.setdefault(address, f)
             f.service = None if address.ip is not None else names.service_of(address.host, None)
@@ -307,9 +309,8 @@ def _finder_summary(scan: Scan, quiet: list[Finding]) -> dict[str, Any]:
 def _judge_all(findings: list[Finding], domain: FailureDomain, repo: Repository, resolve: bool) -> None:
     names: dict[str, Address] = {}
     for f in findings:
-        f.blocks_restore = f.purpose.startswith(BLOCKS_RESTORE)
         f.status, f.detail, f.match = _judge(f, domain, repo)
-        judged_by_name = f.status == INDEPENDENT and f.kind != "credential" and not f.address.startswith(PROVISIONER)
+        judged_by_name = f.status == INDEPENDENT and f.kind not in NOT_ADDRESSES
         address = parse_address(f.address) if judged_by_name else None
         if address is not None and address.ip is None and "." in address.host and not address.loopback:
             names[f.address] = address
@@ -327,8 +328,8 @@ def _judge_all(findings: list[Finding], domain: FailureDomain, repo: Repository,
 
 def _judge(f: Finding, domain: FailureDomain, repo: Repository) -> tuple[str, str, DomainMatch | None]:
     """First pass, without DNS: the domain, then what the address's shape alone tells."""
-    if f.address.startswith(PROVISIONER):
-        return _judge_provisioner(f.address.removeprefix(PROVISIONER))
+    if f.kind == "provisioner":
+        return _judge_provisioner(f.address)
     if f.kind == "credential" and f.address.startswith("key slot "):
         return _judge_slot(_slot_by_id(repo, f.address), domain)
     found = domain.match(f.address) or _service_match(f, domain)

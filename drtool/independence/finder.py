@@ -28,8 +28,8 @@ from drtool.independence.domain import FailureDomain
 from drtool.independence.embedded import Document
 from drtool.independence.restored import DNS_RECORD, OBJECTS, Field, reader_for
 from drtool.independence.shapes import Found, Names, addresses
+from drtool.kube.artifacts import ndjson
 from drtool.plugin.contract import RestoreContext
-from drtool.plugin.toolkit.kube.artifacts import ndjson
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 

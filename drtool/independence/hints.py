@@ -6,15 +6,12 @@ fitting hint when they use the same words, and the generic one otherwise.
 
 from __future__ import annotations
 
-from drtool.independence.marks import BLOCKS_RESTORE, PROVISIONER
-
 # (words in the purpose, hint when inside the failure domain), first match wins
+BLOCKS_RESTORE_HINT = (
+    "restore the webhook's workload first (a step this one needs), or leave the configuration out of this "
+    "step and apply it once its Service answers; until then the API server rejects matching writes"
+)
 INSIDE_HINTS = (
-    (
-        BLOCKS_RESTORE,
-        "restore the webhook's workload first (a step this one needs), or leave the configuration out of this "
-        "step and apply it once its Service answers; until then the API server rejects matching writes",
-    ),
     (
         "image registry",
         "copy the images to a registry outside the cluster (the images plugin) and map it on restore "
@@ -41,12 +38,12 @@ UNKNOWN_HINT = "check by hand where it lives; if it is meant to stay, waive it i
 GENERIC_INSIDE = "make it reachable without the failed cluster, or waive it in the plan with a reason"
 
 
-def fix_hint(kind: str, address: str, purpose: str, status: str) -> str:
+def fix_hint(kind: str, address: str, purpose: str, status: str, blocks_restore: bool) -> str:
     if status in ("independent", "remediated"):
         return ""
     if status == "waived":
         return "accepted by a waiver: revisit it when the waiver expires"
-    if address.startswith(PROVISIONER):
+    if kind == "provisioner":
         if status == "inside":
             return "back its volumes up to the store (or snapshot them off-cluster) before you rely on this restore"
         return "install this provisioner on the target before PVCs are restored, and know where it keeps data"
@@ -54,8 +51,10 @@ def fix_hint(kind: str, address: str, purpose: str, status: str) -> str:
         if "." not in address and " " not in address and not address.startswith("/"):
             return "write the fully qualified name, so that it means the same from everywhere; " + UNKNOWN_HINT
         return UNKNOWN_HINT
+    if blocks_restore:
+        return BLOCKS_RESTORE_HINT
     text = f"{kind} {address} {purpose}".lower().replace("-", " ")  # "dns-record" is a DNS record
     for words, hint in INSIDE_HINTS:
-        if purpose.startswith(words) if words == BLOCKS_RESTORE else words in text:
+        if words in text:
             return hint
     return GENERIC_INSIDE

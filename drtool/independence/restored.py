@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from drtool.independence.embedded import MAX_DECODED, decoded_text
+from drtool.kube.artifacts import ndjson
 from drtool.plugin.contract import ArtifactInfo, RestoreContext
-from drtool.plugin.toolkit.kube.artifacts import ndjson
 
 OBJECTS, RELEASES, ZONE, KV = "ndjson-objects-v1", "ndjson-secrets-v1", "dns-zone-v1", "kv2-ndjson"
 DNS_RECORD = "dns-record"  # the field kind of a zone's record data, whose names are hosts by definition

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from drtool.durations import format_duration
 from drtool.errors import DrtoolError, NotFound, UsageError
 from drtool.plans import results as st
 from drtool.plans.approval import Approval, ApprovalRequest, Approvals
@@ -31,7 +32,7 @@ from drtool.plans.dag import downstream
 from drtool.plans.dryrun import planned_step, unresolved, wave_of
 from drtool.plans.loader import LoadedPlan
 from drtool.plans.results import RunResult, StepResult
-from drtool.plans.schema import Step, format_duration
+from drtool.plans.schema import Step
 from drtool.plans.step_process import StepGuard, StepJob, run_attempt
 from drtool.plans.steps import skip_reason, step_target
 from drtool.plans.validate import ensure_valid

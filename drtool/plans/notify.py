@@ -24,9 +24,10 @@ import time
 import urllib.request
 from typing import Any
 
+from drtool.durations import format_duration
 from drtool.errors import UsageError
 from drtool.plans.results import FAILED, OK, RunResult, StepResult
-from drtool.plans.schema import Plan, format_duration
+from drtool.plans.schema import Plan
 from drtool.repo.manifest import utc_now
 
 PAYLOAD_VERSION = 1

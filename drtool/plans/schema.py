@@ -18,9 +18,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from drtool.durations import Duration, format_duration
 from drtool.environ import is_secret_name
 
-_DURATION = re.compile(r"^\s*(?:(\d+)d)?\s*(?:(\d+)h)?\s*(?:(\d+)m)?\s*(?:(\d+)s)?\s*$")
 _STEP_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 # A key named like this holds a secret; only references to one (``password_env``, ``token_file``) are allowed.
 _SECRET_KEY = re.compile(r"(password|passphrase|secret|token|private[_-]?key|unseal|access[_-]?key|credential)", re.I)
@@ -36,33 +36,6 @@ _PROGRAM_KEY = re.compile(
 )
 _PLAN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")  # it names report files: one plain file name
 VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def parse_duration(value: Any) -> dt.timedelta:
-    """``90s``, ``15m``, ``1h30m``, ``2d``, or a number of seconds."""
-    if isinstance(value, dt.timedelta):
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-        return dt.timedelta(seconds=value)
-    if isinstance(value, str):
-        match = _DURATION.match(value)
-        if match and any(match.groups()):
-            d, h, m, s = (int(g or 0) for g in match.groups())
-            return dt.timedelta(days=d, hours=h, minutes=m, seconds=s)
-    raise ValueError(f"{value!r} is not a duration (write e.g. 90s, 15m, 1h30m, 2d)")
-
-
-Duration = Annotated[dt.timedelta, BeforeValidator(parse_duration)]
-
-
-def format_duration(value: dt.timedelta | float) -> str:
-    """The inverse of ``parse_duration`` for reports: ``1h02m``, ``4m05s``, ``12.3s``."""
-    seconds = value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
 def inline_secrets(value: Any, path: str = "") -> list[str]:

@@ -43,8 +43,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from drtool.config import CREDENTIAL_ENV
 from drtool.crypto.slots import KeySlot
+from drtool.environ import CREDENTIAL_ENV
 from drtool.plugin.contract import Check, RestoreResult
 from drtool.repo.chains import PointPlan
 from drtool.repo.config import StoreConfig
@@ -60,7 +60,7 @@ Report = Callable[[str, "int | None", str], None]  # (host, port, why): a connec
 
 
 class StepGuard(Protocol):
-    """A network guard a step's process installs (pickled into it; e.g. drtool.rehearsal.guard)."""
+    """A network guard a step's process installs (pickled into it; e.g. drtool_lab.rehearsal.guard)."""
 
     def active(self, step_id: str, report: Report) -> contextlib.AbstractContextManager[None]: ...
 

@@ -16,7 +16,7 @@ Rules every plugin keeps (checked by tests/test_plugin_contract.py):
   will carry, for the independence analysis.
 
 A plugin subclasses ``BasePlugin`` and states only what it has: ``backup``, ``restore`` and ``verify``
-always; ``discover``, ``dependencies`` and ``lab`` when it has something to say; ``diff`` (``DiffSupport``)
+always; ``discover`` and ``dependencies`` when it has something to say; ``diff`` (``DiffSupport``)
 when it can compare a backup with a live system; ``follow`` and ``fold`` (``FollowSupport``) when it can
 back its source up continuously, as a chain of a full and deltas. Hooks may be methods or module functions bound with
 ``staticmethod``, as long as their parameters are named as here (tests/test_plugin_contract.py checks).
@@ -25,61 +25,14 @@ back its source up continuously, as a chain of a full and deltas. Hooks may be m
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from drtool.errors import UsageError
-
-if TYPE_CHECKING:
-    from drtool.lab.lab import Lab
+from drtool.points import Point
+from drtool.repo.manifest import ArtifactInfo
 
 CONTRACT_VERSION = 1
-LATEST = "latest"
-
-
-def parse_time(text: str) -> dt.datetime:
-    """An ISO 8601 / RFC 3339 time as an aware UTC datetime (a time without offset is taken as UTC)."""
-    moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return moment.astimezone(dt.UTC) if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
-
-
-@dataclasses.dataclass(frozen=True)
-class Point:
-    """Where to restore to: a log position (etcd revision), a time, or the newest point the store holds."""
-
-    position: int | None = None
-    time: dt.datetime | None = None
-
-    @property
-    def latest(self) -> bool:
-        return self.position is None and self.time is None
-
-    @classmethod
-    def parse(cls, text: str | int) -> Point:
-        """``latest``, an integer (a position: an etcd revision), or an RFC 3339 / ISO 8601 time (UTC if
-        no offset is given)."""
-        raw = str(text).strip()
-        if raw == LATEST:
-            return cls()
-        if raw.isdigit():
-            return cls(position=int(raw))
-        try:
-            return cls(time=parse_time(raw))
-        except ValueError:
-            raise UsageError(
-                f"--at {raw!r} is neither a revision, a time nor 'latest'",
-                "for example --at 18342, --at 2026-12-01T14:05:00Z or --at latest",
-            ) from None
-
-    def describe(self) -> str:
-        if self.position is not None:
-            return f"revision {self.position}"
-        return f"{self.time:%Y-%m-%dT%H:%M:%SZ}" if self.time else LATEST
-
-    def to_json(self) -> dict[str, object]:
-        return {"position": self.position, "time": f"{self.time:%Y-%m-%dT%H:%M:%S.%fZ}" if self.time else None}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,18 +42,6 @@ class Inventory:
     counts: Mapping[str, int]
     bytes: int = 0
     details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-
-
-@dataclasses.dataclass(frozen=True)
-class ArtifactInfo:
-    """An artifact as recorded in a backup manifest."""
-
-    plugin: str
-    name: str
-    size: int
-    sha256: str
-    meta: Mapping[str, Any]
-    sensitive: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,15 +62,20 @@ class Check:
 class Dependency:
     """Something a restore needs or a restored object will point at.
 
-    kind: "endpoint" (contacted during restore), "reference" (carried by restored state) or
-    "credential" (a key or secret the restore needs).
-    address: host, host:port or URL (for a credential: what holds it).
+    kind: "endpoint" (contacted during restore), "reference" (carried by restored state), "credential" (a key
+    or secret the restore needs) or "provisioner" (a storage provisioner's name, a CSI driver, not a network
+    address: where its volumes live decides whether it shares the cluster's fate).
+    address: host, host:port or URL (for a credential: what holds it; for a provisioner: its name).
+    blocks_restore: the restore itself cannot get past it while it is missing (an admission webhook whose
+    in-cluster Service does not exist yet rejects every matching write), so the analysis says the restore is
+    blocked, not only that the restored system is degraded.
     """
 
     kind: str
     address: str
     purpose: str
     evidence: str = ""
+    blocks_restore: bool = False
 
 
 class ArtifactSink(Protocol):
@@ -215,25 +161,6 @@ class Plugin(Protocol):
         ...
 
     def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]: ...
-
-
-@runtime_checkable
-class LabSupport(Protocol):
-    """Optional, as a plugin's ``lab`` attribute: how the plugin's source is stood up in a lab.
-
-    The demo, `drtool lab seed`, rehearsals into a fresh lab and the tests all use it, so a new plugin
-    joins the whole story (seed, back up, restore into a fresh lab, verify) by providing this.
-    """
-
-    kinds: tuple[str, ...]  # lab component kinds the plugin's source and target need running
-
-    def seed(self, lab: Lab, scale: int = 1) -> dict[str, Any]:
-        """Start what is needed in ``lab``, fill it with realistic content, return the backup source mapping."""
-        ...
-
-    def target(self, lab: Lab) -> dict[str, Any]:
-        """Start what is needed in an empty ``lab``; return the restore target mapping pointing at it."""
-        ...
 
 
 @runtime_checkable
@@ -325,13 +252,12 @@ class BasePlugin:
 
     Subclass it, set ``name`` and ``description``, and give ``backup``, ``restore`` and ``verify``
     (``Plugin`` says what they take and return). ``discover`` and ``dependencies`` default to having
-    nothing to report, ``lab`` to no lab support; ``diff``, ``follow`` and ``fold`` are absent unless the
+    nothing to report; ``diff``, ``follow`` and ``fold`` are absent unless the
     plugin has them (``DiffSupport``, ``FollowSupport``), and the commands that need them refuse it then.
     """
 
     name: str
     description: str
-    lab: LabSupport | None = None
     # a sharded backup (docs/scaling.md) runs a shardable plugin on every worker, each with ``ctx.shard``
     # set, and the others on worker 0 only
     shardable: bool = False

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterable, Sequence
 
 from drtool.errors import IntegrityError, NotFound
-from drtool.plugin.contract import LATEST, Point, parse_time
+from drtool.points import LATEST, Point, parse_time
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 

@@ -17,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from drtool.config import DEFAULT_WORKERS
 from drtool.errors import DrtoolError
 from drtool.progress import NullProgress, Progress
 from drtool.repo import layout
@@ -26,6 +25,7 @@ from drtool.repo.pack import BlobEntry, parse_header
 from drtool.repo.pack_index import Located, hex_ids
 from drtool.repo.packed import PackedStore
 from drtool.repo.repository import Repository
+from drtool.repo.workers import DEFAULT_WORKERS
 
 
 @dataclasses.dataclass

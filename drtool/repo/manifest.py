@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import secrets
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import zstandard
@@ -22,6 +24,18 @@ def new_backup_id(now: dt.datetime | None = None) -> str:
 
 def utc_now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclasses.dataclass(frozen=True)
+class ArtifactInfo:
+    """An artifact as recorded in a backup manifest, as a plugin sees it (``ArtifactEntry`` without its chunks)."""
+
+    plugin: str
+    name: str
+    size: int
+    sha256: str
+    meta: Mapping[str, Any]
+    sensitive: bool = False
 
 
 class ArtifactEntry(BaseModel):

@@ -14,14 +14,14 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from drtool.config import DEFAULT_WORKERS
 from drtool.errors import IntegrityError, NotFound
 from drtool.memory import ByteBudget
-from drtool.plugin.contract import ArtifactInfo, Point
+from drtool.points import Point
 from drtool.progress import NullProgress, Progress
-from drtool.repo.manifest import Manifest
+from drtool.repo.manifest import ArtifactInfo, Manifest
 from drtool.repo.reader import ArtifactReader
 from drtool.repo.repository import Repository
+from drtool.repo.workers import DEFAULT_WORKERS
 
 
 class PluginRestoreContext:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from drtool.plugin.contract import parse_time
+from drtool.points import parse_time
 
 DEFAULT_MAX_SKEW = dt.timedelta(minutes=5)
 

@@ -17,15 +17,14 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from drtool import __version__
-from drtool.config import DEFAULT_WORKERS
 from drtool.errors import DrtoolError, StoreUnavailable, UsageError
-from drtool.plugin.contract import ArtifactInfo
 from drtool.progress import NullProgress, Progress
 from drtool.repo.chunker import StreamChunker
 from drtool.repo.chunks import ChunkWriter, Stats
 from drtool.repo.lock import DEFAULT_TTL, acquire
-from drtool.repo.manifest import ArtifactEntry, ChainLink, Manifest, PluginOutcome, new_backup_id, utc_now
+from drtool.repo.manifest import ArtifactEntry, ArtifactInfo, ChainLink, Manifest, PluginOutcome, new_backup_id, utc_now
 from drtool.repo.repository import Repository
+from drtool.repo.workers import DEFAULT_WORKERS
 
 DEFAULT_LOCK_WAIT = 300.0  # a prune holding the store exclusively usually finishes within minutes
 

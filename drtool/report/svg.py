@@ -12,8 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any
 
+from drtool.durations import format_duration
 from drtool.plans.dag import waves
-from drtool.plans.schema import Plan, Step, format_duration
+from drtool.plans.schema import Plan, Step
 
 COLOURS = {
     "ok": "#2e7d32",

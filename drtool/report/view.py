@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from drtool.plans.schema import format_duration
+from drtool.durations import format_duration
 
 VERDICT_TEXT = {
     "fail": "FAIL: something the restore needs lies inside the failure domain",

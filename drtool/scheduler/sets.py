@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from drtool.durations import Duration, format_duration
 from drtool.errors import UsageError
-from drtool.plans.schema import Duration, format_duration
 from drtool.retention import RetentionPolicy
 
 

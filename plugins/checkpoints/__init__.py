@@ -6,10 +6,11 @@ checkpoint that changes while it is read is copied again or skipped, never store
 are taken from the previous backup by reference. Restore writes each checkpoint's commit files last.
 
 Source settings: ``sources`` (list of ``url: s3://B/P`` or ``path: DIR``, with ``name``, ``endpoint_url``,
-``lab``, ``markers``, ``run``, ``include``, ``exclude``, ``milestones``), ``workers``, ``retries``, ``reread``,
-``verify_source_checksums``, ``ranged_threshold``, ``range_size``, ``ranges_in_flight``. Target: ``url`` or
-``path`` (+ ``endpoint_url``, ``lab``). Restore options: ``checkpoints`` (names/globs), ``source``,
-``overwrite``, ``workers``. docs/checkpoints.md explains each.
+``credentials_file``, ``markers``, ``run``, ``include``, ``exclude``, ``milestones``), ``workers``,
+``retries``, ``reread``, ``verify_source_checksums``, ``ranged_threshold``, ``range_size``,
+``ranges_in_flight``. Target: ``url`` or ``path`` (+ ``endpoint_url``, ``credentials_file``). Restore
+options: ``checkpoints`` (names/globs), ``source``, ``overwrite``, ``workers``. docs/checkpoints.md
+explains each.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from drtool.plugin.contract import BasePlugin
 from . import backup as _backup
 from . import restore as _restore
 from . import shards as _shards
-from .lab import CheckpointsLab
 
 __all__ = ["CheckpointsPlugin"]
 
@@ -27,7 +27,6 @@ __all__ = ["CheckpointsPlugin"]
 class CheckpointsPlugin(BasePlugin):
     name = "checkpoints"
     description = "Training checkpoints (DCP, safetensors, marker dirs, container archives) from S3 or disk"
-    lab = CheckpointsLab()
     shardable = True  # docs/scaling.md: each worker of a sharded backup copies its share of every checkpoint
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)

@@ -3,8 +3,8 @@
 Both kinds list objects with what torn-read detection and incremental backup need (size, ETag, mtime),
 read whole objects or byte ranges, and write objects so that a reader never sees a half-written one (S3:
 a PUT or completed multipart upload; a directory: a temporary name renamed into place). Credentials are
-never settings: boto3 finds them in the usual places (AWS_* variables, profiles), or, for a lab, in the
-lab's own state (``lab: NAME``).
+never settings: boto3 finds them in the usual places (AWS_* variables, profiles), or they come from an
+AWS-style credentials file the ``credentials_file`` setting names (a mounted Secret, a lab MinIO's keys).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from drtool.errors import SourceError, UsageError
 from drtool.plugin.toolkit import paths
+from drtool.plugin.toolkit.s3 import file_credentials
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient
@@ -84,7 +85,7 @@ class S3Location:
         self,
         url: str,
         endpoint_url: str | None = None,
-        lab: str | None = None,
+        credentials_file: str | None = None,
         workers: int = 16,
         ranges: RangePool | None = None,
     ) -> None:
@@ -94,7 +95,7 @@ class S3Location:
             raise UsageError(f"checkpoints: {url!r} names no bucket", "write s3://BUCKET/PREFIX")
         self.prefix = prefix.strip("/")
         self.url = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
-        self._client = s3_client(endpoint_url, lab, workers)
+        self._client = s3_client(endpoint_url, credentials_file, workers)
         self._ranges = ranges  # large objects are read in parallel ranges when set (a backup's reads)
 
     def endpoint(self) -> str:
@@ -233,7 +234,7 @@ def _source_sums(resp: Mapping[str, Any], expect: ObjectStat) -> dict[str, str]:
     return sums
 
 
-def s3_client(endpoint_url: str | None, lab: str | None, workers: int = 16) -> BaseClient:
+def s3_client(endpoint_url: str | None, credentials_file: str | None, workers: int = 16) -> BaseClient:
     """A boto3 S3 client for checkpoint locations, with botocore's own checksums off: drtool checks the
     source's checksums and its SHA-256 itself."""
     import boto3
@@ -250,19 +251,8 @@ def s3_client(endpoint_url: str | None, lab: str | None, workers: int = 16) -> B
         response_checksum_validation="when_required",
     )
     kwargs: dict[str, Any] = {"endpoint_url": endpoint_url} if endpoint_url else {}
-    if lab:
-        from drtool.lab.lab import Lab
-
-        minio = Lab.load(lab).first("minio")
-        if minio is None:
-            raise UsageError(f"checkpoints: lab {lab!r} runs no MinIO", f"drtool lab up --name {lab} --with minio")
-        env = minio.env()
-        kwargs = {
-            "endpoint_url": endpoint_url or env["AWS_ENDPOINT_URL"],
-            "aws_access_key_id": env["AWS_ACCESS_KEY_ID"],
-            "aws_secret_access_key": env["AWS_SECRET_ACCESS_KEY"],
-            "region_name": env["AWS_DEFAULT_REGION"],
-        }
+    if credentials_file:
+        kwargs.update(file_credentials(credentials_file, None, "credentials_file"))
     try:
         client = boto3.session.Session().client("s3", config=config, **kwargs)
     except Exception as exc:  # boto3 raises several unrelated types for a bad profile or region
@@ -372,7 +362,7 @@ def open_location(settings: dict[str, Any], workers: int = 16, ranges: RangePool
     url = str(settings.get("url") or "")
     path = settings.get("path")
     if url.startswith("s3://"):
-        return S3Location(url, settings.get("endpoint_url"), settings.get("lab"), workers, ranges)
+        return S3Location(url, settings.get("endpoint_url"), settings.get("credentials_file"), workers, ranges)
     if path or url:
         return DirLocation(str(path or url))
     raise UsageError("checkpoints: a location needs `url: s3://BUCKET/PREFIX` or `path: DIR`")

@@ -22,7 +22,7 @@ DEFAULT_BACKUP_WORKERS = 3
 @dataclasses.dataclass(frozen=True)
 class SourceSpec:
     name: str
-    location: dict[str, Any]  # url/path, endpoint_url, lab
+    location: dict[str, Any]  # url/path, endpoint_url, credentials_file
     markers: tuple[str, ...] = DEFAULT_MARKERS
     run: str | None = None
     include: tuple[str, ...] = ()
@@ -80,7 +80,7 @@ def _spec(i: int, item: Any) -> SourceSpec:
     name = str(item.get("name") or re.sub(r"[^A-Za-z0-9._-]+", "-", where.removeprefix("s3://")).strip("-."))
     if not name or "/" in name or name.startswith("."):
         raise UsageError(f"checkpoints: invalid source name {name!r}", "use letters, digits, '-', '_' and '.'")
-    location = {k: item[k] for k in ("url", "path", "endpoint_url", "lab") if item.get(k)}
+    location = {k: item[k] for k in ("url", "path", "endpoint_url", "credentials_file") if item.get(k)}
     return SourceSpec(
         name=name,
         location=location,

@@ -26,17 +26,15 @@ from . import backup as _backup
 from . import deps as _deps
 from . import restore as _restore
 from . import verify as _verify
-from .lab import DnsCertsLab
 
 __all__ = ["DnsCertsPlugin"]
 
 
 class DnsCertsPlugin(BasePlugin):
-    """Implements ``drtool.plugin.contract.Plugin`` (and ``LabSupport`` as ``lab``) for DNS and certificates."""
+    """Implements ``drtool.plugin.contract.Plugin`` for DNS and certificates."""
 
     name = "dns-certs"
     description = "cert-manager certificates and their Secrets, CoreDNS, ExternalDNS, DNS zones (AXFR/RFC 2136)"
-    lab = DnsCertsLab()
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

@@ -19,12 +19,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from drtool.errors import SourceError
+from drtool.kube.client import ApiError, KubeClient
+from drtool.kube.discovery import ResourceType, crd_index, discover
+from drtool.kube.listing import BackupRun, TypeResult, backup_type
+from drtool.kube.objects import object_key
+from drtool.kube.settings import BackupOptions, Connection, Filters
 from drtool.plugin.contract import BackupContext, Inventory
-from drtool.plugin.toolkit.kube.client import ApiError, KubeClient
-from drtool.plugin.toolkit.kube.discovery import ResourceType, crd_index, discover
-from drtool.plugin.toolkit.kube.listing import BackupRun, TypeResult, backup_type
-from drtool.plugin.toolkit.kube.objects import object_key
-from drtool.plugin.toolkit.kube.settings import BackupOptions, Connection, Filters
 
 from . import certs, cutover, externaldns, tsig, zones
 from .kinds import (

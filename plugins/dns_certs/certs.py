@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-from drtool.plans.schema import parse_duration
+from drtool.durations import parse_duration
 
 Obj = dict[str, Any]
 CERT_NAME = "cert-manager.io/certificate-name"

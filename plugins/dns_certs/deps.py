@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from drtool.kube.references import dependencies as kubernetes_dependencies
 from drtool.plugin.contract import Dependency, RestoreContext
-from drtool.plugin.toolkit.kube.references import dependencies as kubernetes_dependencies
 
 from .settings import RestoreSettings
 from .view import KubeView

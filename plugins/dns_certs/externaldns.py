@@ -13,8 +13,8 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
-from drtool.plugin.toolkit.kube.client import KubeClient
-from drtool.plugin.toolkit.kube.objects import dumps
+from drtool.kube.client import KubeClient
+from drtool.kube.objects import dumps
 
 Obj = dict[str, Any]
 HELD = "dns-certs.drtool.dev/held-policy"  # annotation: the policy to release to

@@ -22,13 +22,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from drtool.errors import SourceError, UsageError
+from drtool.kube.apply import Applier, Existing, Owners
+from drtool.kube.client import ApiError, KubeClient
+from drtool.kube.discovery import ResourceType
+from drtool.kube.objects import object_key
+from drtool.kube.restore import restore_objects
+from drtool.kube.settings import Connection, RestoreOptions
 from drtool.plugin.contract import RestoreContext, RestoreResult
-from drtool.plugin.toolkit.kube.apply import Applier, Existing, Owners
-from drtool.plugin.toolkit.kube.client import ApiError, KubeClient
-from drtool.plugin.toolkit.kube.discovery import ResourceType
-from drtool.plugin.toolkit.kube.objects import object_key
-from drtool.plugin.toolkit.kube.restore import restore_objects
-from drtool.plugin.toolkit.kube.settings import Connection, RestoreOptions
 
 from . import certs, cutover, externaldns, tsig, zones
 from .backup import ZONE_FORMAT

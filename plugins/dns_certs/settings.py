@@ -12,8 +12,8 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+from drtool.durations import parse_duration
 from drtool.errors import UsageError
-from drtool.plans.schema import parse_duration
 from drtool.plugin.toolkit.settings import as_bool, as_list, as_number
 
 from .cutover import parse_cutover

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from drtool.errors import DrtoolError
+from drtool.kube.client import ApiError, KubeClient
+from drtool.kube.discovery import ResourceType
+from drtool.kube.objects import object_key
+from drtool.kube.settings import Connection, RestoreOptions
+from drtool.kube.verify import check_type, settle_deadline
 from drtool.plugin.contract import Check, RestoreContext
-from drtool.plugin.toolkit.kube.client import ApiError, KubeClient
-from drtool.plugin.toolkit.kube.discovery import ResourceType
-from drtool.plugin.toolkit.kube.objects import object_key
-from drtool.plugin.toolkit.kube.settings import Connection, RestoreOptions
-from drtool.plugin.toolkit.kube.verify import check_type, settle_deadline
 
 from . import certs, externaldns, tsig, zones
 from .kinds import CERTIFICATE_REQUESTS, CERTIFICATES, COREDNS_NAMESPACE, DEPLOYMENTS, KUBE_DNS, OWN_APPLY, SERVICES

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from drtool.kube.artifacts import FORMAT, records, types_in
+from drtool.kube.discovery import ResourceType
 from drtool.plugin.contract import ArtifactInfo, RestoreContext
-from drtool.plugin.toolkit.kube.artifacts import FORMAT, records, types_in
-from drtool.plugin.toolkit.kube.discovery import ResourceType
 
 Obj = dict[str, Any]
 

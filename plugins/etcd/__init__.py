@@ -34,7 +34,6 @@ from . import deps as _deps
 from . import follow as _follow
 from . import pitr as _pitr
 from . import verify as _verify
-from .lab import EtcdLab
 
 __all__ = ["EtcdPlugin"]
 
@@ -44,7 +43,6 @@ class EtcdPlugin(BasePlugin):
 
     name = "etcd"
     description = "etcd v3 snapshot (Maintenance.Snapshot), restored with etcdutl into a new member"
-    lab = EtcdLab()
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_pitr.run_restore)

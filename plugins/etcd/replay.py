@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from drtool.errors import IntegrityError, NotFound, SourceError
-from drtool.plugin.contract import Point, RestoreContext, parse_time
+from drtool.plugin.contract import Point, RestoreContext
+from drtool.points import parse_time
 
 from .client import EtcdClient, EtcdSettings
 from .deltas import ARTIFACT, DeltaFile, Revision

@@ -6,7 +6,7 @@ Order, so that nothing half-done is ever visible at ``data_dir``:
 2. ``etcdutl snapshot restore`` into a scratch dir on the same filesystem;
 3. write the sidecar marker ``<data_dir>.drtool-restore.json``, then rename the scratch dir into place
    (one rename: a crash leaves either nothing or the complete restore);
-4. optionally start a health-checked etcd on it (the lab's ``EtcdServer``).
+4. optionally start a health-checked etcd on it (``drtool.servers.etcd.EtcdServer``).
 
 Idempotency: a non-empty data dir whose marker names the same backup id and artifact SHA-256 is this
 exact restore, so a rerun changes nothing. Any other non-empty data dir is refused, never overwritten.
@@ -42,7 +42,7 @@ from .backup import SNAPSHOT
 from .snapshot import SnapshotDigest
 
 if TYPE_CHECKING:
-    from drtool.lab.components.etcd import EtcdServer
+    from drtool.servers.etcd import EtcdServer
 
 MARKER_SUFFIX = ".drtool-restore.json"
 MARKER_VERSION = 1
@@ -111,8 +111,8 @@ class RestoreSpec:
         """The lab etcd that serves the restored data dir; ports come from the URLs when given.
 
         Only ``start: true`` and a point-in-time restore's throwaway replay member (replay.py) ask for one,
-        so only then is the lab's process supervision loaded."""
-        from drtool.lab.components.etcd import EtcdServer
+        so only then is the process supervision loaded."""
+        from drtool.servers.etcd import EtcdServer
 
         if state:
             return EtcdServer.from_state(dict(state))  # type: ignore[return-value]

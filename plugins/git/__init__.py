@@ -18,17 +18,15 @@ from . import backup as _backup
 from . import deps as _deps
 from . import restore as _restore
 from . import verify as _verify
-from .lab import GitLab
 
 __all__ = ["GitPlugin"]
 
 
 class GitPlugin(BasePlugin):
-    """Implements ``drtool.plugin.contract.Plugin`` (and ``LabSupport`` as ``lab``) for git repositories."""
+    """Implements ``drtool.plugin.contract.Plugin`` for git repositories."""
 
     name = "git"
     description = "git repositories (GitOps declarations): every branch and tag as a verified bundle"
-    lab = GitLab()
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

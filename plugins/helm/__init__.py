@@ -15,7 +15,6 @@ from drtool.plugin.contract import BasePlugin
 from . import backup as _backup
 from . import restore as _restore
 from . import verify as _verify
-from .lab import HelmLab
 
 __all__ = ["HelmPlugin"]
 
@@ -25,7 +24,6 @@ class HelmPlugin(BasePlugin):
 
     name = "helm"
     description = "Helm releases (storage Secrets, every revision) and their charts (classic repos, OCI), restored"
-    lab = HelmLab()
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

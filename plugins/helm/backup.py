@@ -21,9 +21,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from drtool.errors import DrtoolError, SourceError
+from drtool.kube.client import ApiError, KubeClient
+from drtool.kube.settings import Connection
 from drtool.plugin.contract import BackupContext, Inventory
-from drtool.plugin.toolkit.kube.client import ApiError, KubeClient
-from drtool.plugin.toolkit.kube.settings import Connection
 from drtool.plugin.toolkit.oci.pull import Copier
 from drtool.plugin.toolkit.oci.refs import parse
 from drtool.plugin.toolkit.oci.settings import SourceSettings as ImageSettings

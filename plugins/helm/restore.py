@@ -19,11 +19,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from drtool.errors import DrtoolError, SourceError
+from drtool.kube.client import APPLY_PATCH, FIELD_MANAGER, ApiError, KubeClient
+from drtool.kube.kubeconfig import load_configuration
+from drtool.kube.settings import Connection
 from drtool.plugin.contract import Dependency, RestoreContext, RestoreResult
 from drtool.plugin.toolkit import paths
-from drtool.plugin.toolkit.kube.client import APPLY_PATCH, FIELD_MANAGER, ApiError, KubeClient
-from drtool.plugin.toolkit.kube.kubeconfig import load_configuration
-from drtool.plugin.toolkit.kube.settings import Connection
 from drtool.plugin.toolkit.oci.push import image_from_dict, push_all
 from drtool.plugin.toolkit.oci.registry import Registry, valid_name, valid_reference
 from drtool.plugin.toolkit.oci.settings import TargetSettings, registry_for

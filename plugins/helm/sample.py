@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from drtool.plugin.toolkit.kube.client import KubeClient
+from drtool.kube.client import KubeClient
 from drtool.plugin.toolkit.oci.registry import Registry
 
 from .charts import push_chart

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from drtool.errors import DrtoolError
+from drtool.kube.client import ApiError, KubeClient
+from drtool.kube.fields import managers
+from drtool.kube.settings import Connection
 from drtool.plugin.contract import Check, RestoreContext
-from drtool.plugin.toolkit.kube.client import ApiError, KubeClient
-from drtool.plugin.toolkit.kube.fields import managers
-from drtool.plugin.toolkit.kube.settings import Connection
 from drtool.plugin.toolkit.oci.push import check_images, image_from_dict
 from drtool.plugin.toolkit.oci.settings import TargetSettings
 

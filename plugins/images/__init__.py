@@ -15,7 +15,6 @@ from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
 from . import restore as _restore
-from .lab import ImagesLab
 
 __all__ = ["ImagesPlugin"]
 
@@ -25,7 +24,6 @@ class ImagesPlugin(BasePlugin):
 
     name = "images"
     description = "container images and OCI artifacts by digest (every platform, referrers), pushed to a new registry"
-    lab = ImagesLab()
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

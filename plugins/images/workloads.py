@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from drtool.errors import SourceError
-from drtool.plugin.toolkit.kube.client import ApiError, KubeClient
-from drtool.plugin.toolkit.kube.discovery import crd_index, discover
-from drtool.plugin.toolkit.kube.references import image_references
-from drtool.plugin.toolkit.kube.settings import Connection
+from drtool.kube.client import ApiError, KubeClient
+from drtool.kube.discovery import crd_index, discover
+from drtool.kube.references import image_references
+from drtool.kube.settings import Connection
 
 # resource names (any group) whose objects carry pod templates or container images
 WORKLOAD_RESOURCES = frozenset(

@@ -16,10 +16,9 @@ the skip list and the restore order and their reasons.
 
 from __future__ import annotations
 
+from drtool.kube import references as _references
+from drtool.kube.restore import restore_objects
 from drtool.plugin.contract import BasePlugin
-from drtool.plugin.toolkit.kube import references as _references
-from drtool.plugin.toolkit.kube.lab import SeededCluster
-from drtool.plugin.toolkit.kube.restore import restore_objects
 
 from . import backup as _backup
 from . import verify as _verify
@@ -32,7 +31,6 @@ class KubernetesPlugin(BasePlugin):
 
     name = "kubernetes"
     description = "Kubernetes API objects (CRDs, custom resources, built-ins) as cleaned JSON, re-applied in order"
-    lab = SeededCluster()
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(restore_objects)

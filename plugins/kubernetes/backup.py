@@ -1,6 +1,6 @@
 """Back up what an API server serves: one streamed artifact per served resource type, listed concurrently.
 
-Listing and cleaning are the toolkit's (``drtool.plugin.toolkit.kube.listing``). Namespaces and CRDs are
+Listing and cleaning are the toolkit's (``drtool.kube.listing``). Namespaces and CRDs are
 written last: they keep what the filters select, plus every namespace and CRD that the backed-up objects
 need, so a filtered backup still restores into an empty cluster.
 """
@@ -12,11 +12,11 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
+from drtool.kube.discovery import ResourceType, crd_index, discover
+from drtool.kube.listing import BackupRun, Cancelled, TypeResult, backup_type, connect
+from drtool.kube.settings import BackupOptions, Filters
+from drtool.kube.skips import object_rule
 from drtool.plugin.contract import BackupContext, Inventory
-from drtool.plugin.toolkit.kube.discovery import ResourceType, crd_index, discover
-from drtool.plugin.toolkit.kube.listing import BackupRun, Cancelled, TypeResult, backup_type, connect
-from drtool.plugin.toolkit.kube.settings import BackupOptions, Filters
-from drtool.plugin.toolkit.kube.skips import object_rule
 
 from . import facts as _facts
 from .selection import CRDS, NAMESPACES, Selection, select

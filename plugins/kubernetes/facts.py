@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from drtool.plugin.toolkit.kube.client import ApiError, KubeClient
+from drtool.kube.client import ApiError, KubeClient
 
 _COREDNS_ZONE = re.compile(r"^\s*kubernetes\s+(\S+)", re.MULTILINE)
 DEFAULT_DNS_SUFFIX = "cluster.local"

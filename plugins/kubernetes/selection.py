@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from drtool.plugin.toolkit.kube.discovery import CRDS, NAMESPACES, ResourceType
-from drtool.plugin.toolkit.kube.settings import Filters
-from drtool.plugin.toolkit.kube.skips import resource_skip_reason
+from drtool.kube.discovery import CRDS, NAMESPACES, ResourceType
+from drtool.kube.settings import Filters
+from drtool.kube.skips import resource_skip_reason
 
 # listed last, keeping what the filters select plus what the backed-up objects need
 DEFERRED = (NAMESPACES, CRDS)

@@ -1,5 +1,5 @@
 """Did the restore really work? Every backed-up type read back from the target and compared field by field
-(``drtool.plugin.toolkit.kube.verify``: what the restore wrote must hold; what the target's controllers added
+(``drtool.kube.verify``: what the restore wrote must hold; what the target's controllers added
 is listed), the objects left to controllers checked for an owner that recreates them, the target's own
 webhooks and aggregated APIs checked for answering, then the restored CRDs and namespaces for health."""
 
@@ -9,14 +9,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from drtool.errors import DrtoolError
+from drtool.kube.artifacts import types_in
+from drtool.kube.client import KubeClient
+from drtool.kube.discovery import ResourceType
+from drtool.kube.installed import check_installed, kept
+from drtool.kube.left import check_left
+from drtool.kube.settings import Connection, RestoreOptions
+from drtool.kube.verify import check_type, crds_established, nothing_terminating, settle_deadline
 from drtool.plugin.contract import Check, RestoreContext
-from drtool.plugin.toolkit.kube.artifacts import types_in
-from drtool.plugin.toolkit.kube.client import KubeClient
-from drtool.plugin.toolkit.kube.discovery import ResourceType
-from drtool.plugin.toolkit.kube.installed import check_installed, kept
-from drtool.plugin.toolkit.kube.left import check_left
-from drtool.plugin.toolkit.kube.settings import Connection, RestoreOptions
-from drtool.plugin.toolkit.kube.verify import check_type, crds_established, nothing_terminating, settle_deadline
 
 
 def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:

@@ -3,7 +3,7 @@
 Backs up configuration only — Topologies, ResourceFlavors, WorkloadPriorityClasses, MultiKueueClusters
 (with the kubeconfig Secrets they name), MultiKueueConfigs, ProvisioningRequestConfigs, AdmissionChecks,
 Cohorts, ClusterQueues, LocalQueues — never Workloads or status, which are Kueue's runtime state. Like the
-kubernetes plugin it is built on the toolkit's Kubernetes machinery (drtool/plugin/toolkit/kube): same
+kubernetes plugin it is built on the toolkit's Kubernetes machinery (drtool/kube): same
 client, discovery, artifact format and server-side apply.
 
 Source settings: ``kubeconfig``, ``context``, ``kueue_namespace`` (kueue-system), ``page_size``.
@@ -15,7 +15,6 @@ reference kinds), ``install_crds`` (true), ``existing`` (update|skip|fail), ``dr
 from __future__ import annotations
 
 from drtool.plugin.contract import BasePlugin
-from drtool.plugin.toolkit.kube.lab import SeededCluster
 
 from . import backup as _backup
 from . import deps as _deps
@@ -31,7 +30,6 @@ class KueuePlugin(BasePlugin):
 
     name = "kueue"
     description = "Kueue quotas and policies (flavors, cohorts, queues, checks), restored in dependency order"
-    lab = SeededCluster()
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

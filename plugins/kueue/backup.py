@@ -15,10 +15,10 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from drtool.kube.client import KubeClient
+from drtool.kube.listing import BackupRun, TypeResult, backup_type
+from drtool.kube.settings import BackupOptions, Filters
 from drtool.plugin.contract import BackupContext, Inventory
-from drtool.plugin.toolkit.kube.client import KubeClient
-from drtool.plugin.toolkit.kube.listing import BackupRun, TypeResult, backup_type
-from drtool.plugin.toolkit.kube.settings import BackupOptions, Filters
 from drtool.plugin.toolkit.settings import as_number
 
 from .cluster import Served, connect, require_kueue, served

@@ -11,9 +11,9 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
+from drtool.kube.artifacts import records, types_in
+from drtool.kube.discovery import ResourceType
 from drtool.plugin.contract import RestoreContext
-from drtool.plugin.toolkit.kube.artifacts import records, types_in
-from drtool.plugin.toolkit.kube.discovery import ResourceType
 
 from .kinds import DEFAULT_KUEUE_NAMESPACE, GROUP
 from .refs import object_key

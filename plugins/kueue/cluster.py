@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from drtool.errors import SourceError
-from drtool.plugin.toolkit.kube.client import ApiError, KubeClient
-from drtool.plugin.toolkit.kube.discovery import CrdInfo, ResourceType, crd_index, discover
-from drtool.plugin.toolkit.kube.settings import Connection
+from drtool.kube.client import ApiError, KubeClient
+from drtool.kube.discovery import CrdInfo, ResourceType, crd_index, discover
+from drtool.kube.settings import Connection
 
 from .kinds import GROUP
 

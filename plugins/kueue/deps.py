@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 
 from drtool import yamlio
+from drtool.kube.references import dependencies as kubernetes_dependencies
 from drtool.plugin.contract import Dependency, RestoreContext
-from drtool.plugin.toolkit.kube.references import dependencies as kubernetes_dependencies
 
 from .bundle import Bundle, load
 from .kinds import MK_CLUSTERS, SECRETS

@@ -13,8 +13,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from drtool.kube.client import KubeClient
 from drtool.plugin.contract import RestoreContext
-from drtool.plugin.toolkit.kube.client import KubeClient
 
 from .bundle import load
 from .cluster import Served, connect, list_objects, require_kueue, served

@@ -21,13 +21,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from drtool.errors import SourceError, UsageError
+from drtool.kube.apply import Applier, Existing, Owners
+from drtool.kube.client import ApiError, KubeClient
+from drtool.kube.crds import wait_established
+from drtool.kube.discovery import ResourceType
+from drtool.kube.restore import Tally
+from drtool.kube.settings import RestoreOptions
 from drtool.plugin.contract import RestoreContext, RestoreResult
-from drtool.plugin.toolkit.kube.apply import Applier, Existing, Owners
-from drtool.plugin.toolkit.kube.client import ApiError, KubeClient
-from drtool.plugin.toolkit.kube.crds import wait_established
-from drtool.plugin.toolkit.kube.discovery import ResourceType
-from drtool.plugin.toolkit.kube.restore import Tally
-from drtool.plugin.toolkit.kube.settings import RestoreOptions
 from drtool.plugin.toolkit.settings import as_bool
 
 from .bundle import Bundle, load

@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from drtool.errors import DrtoolError
+from drtool.kube.apply import Existing
+from drtool.kube.client import KubeClient
+from drtool.kube.discovery import ResourceType
+from drtool.kube.verify import check_type, crds_established, settle_deadline
 from drtool.plugin.contract import Check, RestoreContext
-from drtool.plugin.toolkit.kube.apply import Existing
-from drtool.plugin.toolkit.kube.client import KubeClient
-from drtool.plugin.toolkit.kube.discovery import ResourceType
-from drtool.plugin.toolkit.kube.verify import check_type, crds_established, settle_deadline
 
 from .bundle import Bundle, load
 from .cluster import Served, connect, served

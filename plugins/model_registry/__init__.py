@@ -20,7 +20,6 @@ from . import backup as _backup
 from . import deps as _deps
 from . import restore as _restore
 from . import verify as _verify
-from .lab import MlflowLab
 
 __all__ = ["ModelRegistryPlugin"]
 
@@ -30,7 +29,6 @@ class ModelRegistryPlugin(BasePlugin):
 
     name = "model-registry"
     description = "MLflow model registry: models, versions, aliases, stages, linked runs and version files"
-    lab = MlflowLab()
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

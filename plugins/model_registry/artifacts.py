@@ -12,7 +12,6 @@ Files are streamed: nothing is held whole in memory or staged on disk.
 
 from __future__ import annotations
 
-import configparser
 import dataclasses
 import functools
 import hashlib
@@ -22,6 +21,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, urlparse
 
 from drtool.errors import IntegrityError, SourceError, UsageError
+from drtool.plugin.toolkit.s3 import file_credentials
 
 from .client import ARTIFACTS_API, MlflowClient
 
@@ -45,18 +45,6 @@ class Location(Protocol):
     def open(self, path: str) -> IO[bytes]: ...
 
 
-def file_credentials(path: str, profile: str | None) -> dict[str, str]:
-    """Keys from an AWS-style credentials file (``~/.aws/credentials`` format), section ``profile`` or default."""
-    parser = configparser.ConfigParser()
-    if not parser.read(path):
-        raise UsageError(f"S3 credentials file {path} cannot be read", "check s3_credentials_file")
-    section = profile or "default"
-    if not parser.has_section(section):
-        raise UsageError(f"S3 credentials file {path} has no [{section}] section", "check s3_profile")
-    keys = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
-    return {k: parser.get(section, k) for k in keys if parser.has_option(section, k)}
-
-
 @functools.cache
 def s3_client(endpoint: str | None, credentials_file: str | None = None, profile: str | None = None) -> BaseClient:
     """A boto3 S3 client for ``endpoint`` (path-style, as MinIO and most on-premise stores want), made once:
@@ -69,7 +57,7 @@ def s3_client(endpoint: str | None, credentials_file: str | None = None, profile
 
     url = endpoint or os.environ.get("MLFLOW_S3_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL") or None
     config = Config(s3={"addressing_style": "path"}, retries={"mode": "standard", "total_max_attempts": 3})
-    keys = file_credentials(credentials_file, profile) if credentials_file else {}
+    keys = file_credentials(credentials_file, profile, "s3_credentials_file") if credentials_file else {}
     session = boto3.session.Session(profile_name=profile if profile and not credentials_file else None)
     return session.client("s3", endpoint_url=url, config=config, **keys)
 

@@ -18,17 +18,15 @@ from . import backup as _backup
 from . import deps as _deps
 from . import restore as _restore
 from . import verify as _verify
-from .lab import VaultLab
 
 __all__ = ["VaultPlugin"]
 
 
 class VaultPlugin(BasePlugin):
-    """Implements ``drtool.plugin.contract.Plugin`` (and ``LabSupport`` as ``lab``) for OpenBao and Vault."""
+    """Implements ``drtool.plugin.contract.Plugin`` for OpenBao and Vault."""
 
     name = "vault"
     description = "OpenBao/Vault: raft snapshot + KV v2 export, unseal keys escrowed in the store"
-    lab = VaultLab()
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

@@ -84,7 +84,7 @@ def restore_fresh(client: hvac.Client, ctx: RestoreContext, escrow: Escrow, seal
 
 def trial(ctx: RestoreContext, escrow: Escrow, seal: Mapping[str, Any], target: str) -> None:
     """The whole restore against a throwaway local OpenBao, so a bad snapshot or key fails before the target."""
-    from drtool.lab.components.openbao import OpenBaoServer  # the lab's process supervision, for this trial only
+    from drtool.servers.openbao import OpenBaoServer  # a throwaway server, for this trial only
 
     bao_binary()
     with tempfile.TemporaryDirectory(prefix="drtool-vault-trial-") as tmp:

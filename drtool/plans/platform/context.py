@@ -15,13 +15,13 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from drtool.errors import UsageError
+from drtool.kube.client import FIELD_MANAGER
 from drtool.plans.steps import step_target
 from drtool.plugin.contract import Check
-from drtool.plugin.toolkit.kube.client import FIELD_MANAGER
 
 if TYPE_CHECKING:
+    from drtool.kube.client import KubeClient
     from drtool.plans.schema import Plan
-    from drtool.plugin.toolkit.kube.client import KubeClient
     from drtool.repo.manifest import Manifest
 
 PROBE_MANAGER = "drtool-check"  # field manager of what checks create (probes), never mistaken for restored
@@ -55,8 +55,8 @@ class CheckContext:
         return {}
 
     def kube(self) -> KubeClient:
-        from drtool.plugin.toolkit.kube.client import KubeClient
-        from drtool.plugin.toolkit.kube.settings import Connection
+        from drtool.kube.client import KubeClient
+        from drtool.kube.settings import Connection
 
         access = self.cluster()
         if not access.get("kubeconfig") or "${" in str(access["kubeconfig"]):

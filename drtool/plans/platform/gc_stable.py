@@ -18,12 +18,13 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable
 
+from drtool.durations import format_duration
+from drtool.kube.client import ApiError, KubeClient
+from drtool.kube.discovery import ResourceType, crd_index, discover
+from drtool.kube.skips import resource_skip_reason
 from drtool.plans.platform.context import PROBE_MANAGER, CheckContext, Verdict, Watch
 from drtool.plans.platform.kube import METADATA_LIST, items, restored, wait_for
-from drtool.plans.schema import GcStableCheck, format_duration
-from drtool.plugin.toolkit.kube.client import ApiError, KubeClient
-from drtool.plugin.toolkit.kube.discovery import ResourceType, crd_index, discover
-from drtool.plugin.toolkit.kube.skips import resource_skip_reason
+from drtool.plans.schema import GcStableCheck
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
+from drtool.kube.client import KubeClient
 from drtool.plans.platform.context import RESTORE_MANAGER
-from drtool.plugin.toolkit.kube.client import KubeClient
 
 T = TypeVar("T")
 Obj = dict[str, Any]

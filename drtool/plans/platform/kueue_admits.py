@@ -12,10 +12,11 @@ import json
 import secrets
 from typing import Any
 
+from drtool.durations import format_duration
+from drtool.kube.client import ApiError, KubeClient
 from drtool.plans.platform.context import PROBE_MANAGER, CheckContext, Verdict, Watch
 from drtool.plans.platform.kube import Obj, conditions, items, wait_for
-from drtool.plans.schema import KueueAdmitsCheck, format_duration
-from drtool.plugin.toolkit.kube.client import ApiError, KubeClient
+from drtool.plans.schema import KueueAdmitsCheck
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

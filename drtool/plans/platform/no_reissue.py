@@ -14,10 +14,11 @@ import datetime as dt
 import time
 from collections.abc import Callable
 
+from drtool.durations import format_duration
+from drtool.kube.client import KubeClient
 from drtool.plans.platform.context import CheckContext, Verdict, Watch
 from drtool.plans.platform.kube import Obj, conditions, in_namespaces, is_true, items, ref, restored, wait_for
-from drtool.plans.schema import NoReissueCheck, format_duration
-from drtool.plugin.toolkit.kube.client import KubeClient
+from drtool.plans.schema import NoReissueCheck
 
 CERT_MANAGER = "/apis/cert-manager.io/v1"
 CERTIFICATE_NAME = "cert-manager.io/certificate-name"

@@ -27,8 +27,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from drtool.durations import format_duration
 from drtool.plans.platform.context import CheckContext, Verdict, Watch
-from drtool.plans.schema import TrainingResumesCheck, format_duration
+from drtool.plans.schema import TrainingResumesCheck
 from drtool.repo.manifest import Manifest
 
 _TRAILING_NUMBER = re.compile(r"(\d+)$")

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from drtool.durations import format_duration
+from drtool.kube.client import KubeClient
 from drtool.plans.platform.context import CheckContext, Verdict, Watch
 from drtool.plans.platform.kube import Obj, conditions, in_namespaces, is_true, items, ref, restored, wait_for
-from drtool.plans.schema import WorkloadsReadyCheck, format_duration
-from drtool.plugin.toolkit.kube.client import KubeClient
+from drtool.plans.schema import WorkloadsReadyCheck
 
 KINDS = ("deployments", "statefulsets")
 

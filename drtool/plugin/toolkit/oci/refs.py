@@ -1,8 +1,8 @@
 """Image references (``host/repository:tag@digest``) parsed the way container runtimes resolve them.
 
 A reference without a registry host pulls from Docker Hub (``nginx`` is ``docker.io/library/nginx:latest``);
-the host rule is the toolkit's ``registry_host``, so the independence analysis and the copy agree
-on which registry an image comes from.
+the host rule is ``registry_host``, which the Kubernetes references (``drtool.kube.references``) use too, so
+the independence analysis and the copy agree on which registry an image comes from.
 """
 
 from __future__ import annotations
@@ -11,10 +11,18 @@ import dataclasses
 import re
 
 from drtool.errors import UsageError
-from drtool.plugin.toolkit.kube.references import DOCKER_HUB, registry_host
 
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"  # where docker.io's distribution API is served
+
+
+def registry_host(image: str) -> str:
+    """The registry an image reference pulls from (``nginx`` -> docker.io, ``ghcr.io/a/b:1`` -> ghcr.io)."""
+    first, sep, _ = image.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        return first
+    return DOCKER_HUB
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,39 @@
+"""One module per lab server kind; ``KINDS`` maps the names `drtool lab up --with` accepts to their classes."""
+
+from __future__ import annotations
+
+from drtool_lab.components.bind9 import Bind9Server
+from drtool_lab.components.cert_manager import CertManagerController
+from drtool_lab.components.git_server import GitServer
+from drtool_lab.components.kube_apiserver import KubeApiserver
+from drtool_lab.components.kube_controller_manager import KubeControllerManager
+from drtool_lab.components.kube_scheduler import KubeScheduler
+from drtool_lab.components.kueue import KueueController
+from drtool_lab.components.kwok import KwokController
+from drtool_lab.components.minio import MinioServer
+from drtool_lab.components.mlflow import MlflowServer
+from drtool_lab.components.postgres import PostgresServer
+from drtool_lab.components.registry import RegistryServer
+
+from drtool.servers.component import Component
+from drtool.servers.etcd import EtcdServer
+from drtool.servers.openbao import OpenBaoServer
+
+KINDS: dict[str, type[Component]] = {
+    Bind9Server.kind: Bind9Server,
+    CertManagerController.kind: CertManagerController,
+    EtcdServer.kind: EtcdServer,
+    KubeApiserver.kind: KubeApiserver,
+    KubeControllerManager.kind: KubeControllerManager,
+    KubeScheduler.kind: KubeScheduler,
+    KueueController.kind: KueueController,
+    KwokController.kind: KwokController,
+    GitServer.kind: GitServer,
+    MinioServer.kind: MinioServer,
+    MlflowServer.kind: MlflowServer,
+    OpenBaoServer.kind: OpenBaoServer,
+    PostgresServer.kind: PostgresServer,
+    RegistryServer.kind: RegistryServer,
+}
+
+__all__ = ["KINDS", "Component"]

@@ -1,0 +1,187 @@
+"""The lab's Go servers built from checked-in build modules under ``gomod/`` (docs/lab-builds.md).
+
+Two modules, because one cannot hold them all: ``gomod/lab`` builds kube-apiserver, kube-controller-manager
+and kube-scheduler (``k8s.io/kubernetes``, with the replace list only a main module can carry), kwok, the
+OCI registry and cert-manager's controllers, all against one set of ``k8s.io/*`` v0.37 modules, so their
+shared dependencies compile once; ``gomod/kueue`` builds Kueue, whose job integrations do not compile
+against ``k8s.io/api`` v0.37. Each module's ``go.mod``/``go.sum`` is the pin: a binary's version is the
+version its upstream module has there, and its cache name also carries a hash of ``go.sum``, so any change
+to the pin builds anew. The missing binaries asked for at once are built by one ``go build`` per module
+(parallel compile and links, one progress report), under one lock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from drtool_lab.bincache import binary_path, cache_dir, locked
+from drtool_lab.gorun import run_go
+
+from drtool.environ import child_env
+from drtool.errors import SourceError, UsageError
+from drtool.servers.provision import Provision
+
+GOMOD = Path(__file__).parent / "gomod"
+
+# k8s.io/kubernetes: what upstream's hack/lib/version.sh would stamp in, so --version and /version report the
+# release. The publish time of that release on the module proxy is the build date (reproducible builds).
+KUBE_VERSION = "v1.37.2"
+KUBE_BUILD_DATE = "2026-10-27T12:01:04Z"
+
+
+@dataclasses.dataclass(frozen=True)
+class LabBinary:
+    name: str  # the cached file's name and what `python -m drtool_lab.build` accepts
+    package: str  # import path of its main package
+    upstream: str  # the module whose version it reports
+    gomod: str  # its build module: a folder of GOMOD
+
+    @property
+    def version(self) -> str:
+        return required_version(self.gomod, self.upstream)
+
+    @property
+    def path(self) -> Path:
+        """Where the built binary is (or will be) cached."""
+        return binary_path(self.name, f"{self.version}-{pin_hash(self.gomod)}")
+
+    @property
+    def source(self) -> str:
+        return f"{self.upstream}@{self.version} (gomod/{self.gomod})"
+
+
+_KUBE = "k8s.io/kubernetes"
+BINARIES: dict[str, LabBinary] = {
+    b.name: b
+    for b in (
+        *(LabBinary(n, f"{_KUBE}/cmd/{n}", _KUBE, "lab") for n in ("kube-apiserver", "kube-controller-manager")),
+        LabBinary("kube-scheduler", f"{_KUBE}/cmd/kube-scheduler", _KUBE, "lab"),
+        LabBinary("kwok", "sigs.k8s.io/kwok/cmd/kwok", "sigs.k8s.io/kwok", "lab"),
+        LabBinary("registry", "lab/gomod/lab/cmd/registry", "github.com/distribution/distribution/v3", "lab"),
+        LabBinary(
+            "cert-manager-controller",
+            "lab/gomod/lab/cmd/cert-manager-controller",
+            "github.com/cert-manager/cert-manager",
+            "lab",
+        ),
+        LabBinary("kueue", "sigs.k8s.io/kueue/cmd/kueue", "sigs.k8s.io/kueue", "kueue"),
+    )
+}
+
+
+@functools.cache
+def requirements(gomod: str) -> dict[str, str]:
+    """``module -> version`` of every ``require`` in ``gomod/<gomod>/go.mod`` (single lines and blocks)."""
+    text = (GOMOD / gomod / "go.mod").read_text()
+    found: dict[str, str] = {}
+    for block in re.findall(r"^require \((.*?)^\)", text, re.MULTILINE | re.DOTALL):
+        found |= dict(re.findall(r"^\s*(\S+) (v\S+)", block, re.MULTILINE))
+    found |= dict(re.findall(r"^require (\S+) (v\S+)", text, re.MULTILINE))
+    return found
+
+
+def required_version(gomod: str, module: str) -> str:
+    try:
+        return requirements(gomod)[module]
+    except KeyError:
+        missing = f"lab/gomod/{gomod}/go.mod does not require {module}"
+        raise SourceError(missing, "run go mod tidy there") from None
+
+
+@functools.cache
+def pin_hash(gomod: str) -> str:
+    """Eight hex digits of ``go.sum``'s SHA-256: the exact dependency set a binary was built from."""
+    return hashlib.sha256((GOMOD / gomod / "go.sum").read_bytes()).hexdigest()[:8]
+
+
+def check_kube_pin(gomod: Path) -> None:
+    """Refuse to build when go.mod and ``KUBE_VERSION`` disagree: the stamped version and date would lie."""
+    pinned = re.search(r"^\s*k8s\.io/kubernetes (v\S+)$", (gomod / "go.mod").read_text(), re.MULTILINE)
+    if not pinned or pinned.group(1) != KUBE_VERSION:
+        found = pinned.group(1) if pinned else "no k8s.io/kubernetes requirement"
+        raise SourceError(
+            f"{gomod / 'go.mod'} pins {found} but drtool_lab.gomods.KUBE_VERSION is {KUBE_VERSION}",
+            "bump both together (docs/lab-builds.md, 'The pins')",
+        )
+
+
+def kube_ldflags(version: str) -> list[str]:
+    """``-X`` flags for what upstream's hack/lib/version.sh sets from git (else it reports v0.0.0-master)."""
+    major, minor = re.fullmatch(r"v(\d+)\.(\d+)\.\d+", version).groups()  # type: ignore[union-attr]
+    values = {"gitVersion": version, "gitMajor": major, "gitMinor": minor, "gitTreeState": "clean"}
+    return [f"-X k8s.io/component-base/version.{k}={v}" for k, v in (values | {"buildDate": KUBE_BUILD_DATE}).items()]
+
+
+def _ldflags(gomod: str) -> str:
+    """Release builds' ``-s -w`` and each binary's version stamp (a ``-X`` for a package not linked is ignored)."""
+    flags = ["-s", "-w"]
+    if gomod == "lab":
+        check_kube_pin(GOMOD / gomod)
+        flags += kube_ldflags(KUBE_VERSION)
+        flags.append(f"-X sigs.k8s.io/kwok/pkg/consts.Version={required_version(gomod, 'sigs.k8s.io/kwok')[1:]}")
+        cert_manager = required_version(gomod, "github.com/cert-manager/cert-manager")
+        flags.append(f"-X github.com/cert-manager/cert-manager/pkg/util.AppVersion={cert_manager}")
+    else:
+        flags.append(f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={required_version(gomod, 'sigs.k8s.io/kueue')}")
+    return " ".join(flags)
+
+
+def lab_binaries(names: Iterable[str]) -> dict[str, Path]:
+    """The cached binaries for ``names``, building the missing ones (one ``go build`` per build module)."""
+    wanted = [_known(n) for n in dict.fromkeys(names)]
+    for gomod in sorted({b.gomod for b in wanted if not b.path.is_file()}):
+        with locked(cache_dir() / "bin" / f".gomod-{gomod}.lock"):
+            missing = [b for b in wanted if b.gomod == gomod and not b.path.is_file()]
+            if missing:
+                _build(gomod, missing)
+    return {b.name: b.path for b in wanted}
+
+
+def lab_binary(name: str) -> Path:
+    return lab_binaries([name])[name]
+
+
+def _known(name: str) -> LabBinary:
+    if name not in BINARIES:
+        raise UsageError(f"no lab binary named {name!r}", f"choose from {', '.join(BINARIES)}")
+    return BINARIES[name]
+
+
+def _build(gomod: str, binaries: list[LabBinary]) -> None:
+    """``go build`` in the checked-in module, as docs/lab-builds.md describes.
+
+    Every missing binary of the module is built at once: one compile of the shared packages, parallel links.
+    ``-mod=readonly`` (explicit, so a GOFLAGS=-mod=mod in the caller's environment cannot loosen it) makes
+    go.mod/go.sum the pin; ``GOTOOLCHAIN=local`` keeps Go from fetching another toolchain; ``CGO_ENABLED=0``
+    gives static binaries, as upstream ships them, and needs no C compiler.
+    """
+    target_dir = cache_dir() / "bin"
+    env = child_env({"CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"})
+    ldflags = _ldflags(gomod)
+    what = f"{', '.join(b.name for b in binaries)} (gomod/{gomod})"
+    with tempfile.TemporaryDirectory(dir=target_dir, prefix=f".gomod-{gomod}.") as tmp:
+        argv = ["build", "-v", "-trimpath", "-ldflags", ldflags, "-o", tmp + "/", *(b.package for b in binaries)]
+        run_go(
+            argv,
+            what=what,
+            log_path=target_dir / f".gomod-{gomod}.build.log",
+            env=env,
+            cwd=GOMOD / gomod,
+            hint="check access to the Go module proxy and about 5 GB of free memory (parallel links)",
+        )
+        for b in binaries:
+            os.replace(Path(tmp) / b.package.rsplit("/", 1)[1], b.path)
+
+
+def go_built(program: str) -> Provision:
+    """Where a binary of one of the checked-in build modules comes from, and whether it is built."""
+    binary = BINARIES[program]
+    path = binary.path
+    return Provision(program, "go build", binary.source, binary.version, str(path) if path.is_file() else None)
