@@ -446,7 +446,7 @@ def test_rotation_locks_old_key_material_out_of_new_backups(actors: Actors, site
         assert json.loads(actors.cronjob("show", before, "--json", env=env, check=True).stdout)["id"] == before
         refused = actors.cronjob("backup", "--set", "nightly", env=env)
         assert refused.returncode == 5 and "THIS KEY WAS RETIRED" in refused.stderr, refused.stderr
-        assert_clean_error(dataclasses.replace(refused, stderr=refused.stderr.splitlines()[-1]), 5, "retired")
+        assert "retired" in refused.stderr.splitlines()[-1] and "Traceback" not in refused.stderr
         print(f"{what}: reads {before}, not {after['id']}; backup refused: {refused.stderr.strip()}")
     old_passphrase = actors.operator("show", after["id"], env={"DRTOOL_STATE_DIR": None} | actors.fresh_machine())
     assert old_passphrase.returncode == 4, old_passphrase.stderr

@@ -17,6 +17,9 @@ import datetime as dt
 import hashlib
 import json
 import random
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +37,13 @@ from drtool.repo.config import StoreConfig
 from drtool.repo.pins import PinStore
 from drtool.repo.repository import Repository
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
+from tests.fixtures.manifests import MANIFESTS, helm_template, kubectl, parse
+from tests.test_manifests import container, pod_env, pod_files
 
 MIB = 1024 * 1024
 SETS = {"nightly": {"plugins": ["files"], "cron": "0 2 * * *"}}
 NEW_PASSPHRASE = "the owner's passphrase after the rotation"
+EXAMPLE_KEY_CHECK = "0123456789abcdef0123456789abcdef"  # manifests/overlays/production/store-key.yaml
 
 
 class Site:
@@ -289,3 +295,70 @@ def test_a_retired_key_reads_what_it_wrote_and_says_it_was_retired(cli: Cli, tmp
     for backup_id, generation in ((before, 0), (after, 1)):
         shown = site.operator("show", backup_id, "--json", env=owner, check=True)
         assert json.loads(shown.stdout)["key_generation"] == generation
+
+
+# --- the shipped CronJobs and Helm chart -----------------------------------------------------------------
+
+
+def shipped_cronjobs(rendering: str, tmp_path: Path, key_check: str | None) -> dict[str, dict[str, Any]]:
+    """The backup CronJobs as an operator deploys them: the production overlay with its store-key.yaml set to
+    the store's key (kubectl kustomize), or the chart with `store.keyCheck` in a values file (helm template);
+    ``key_check`` None: as shipped, with the placeholders."""
+    if rendering == "helm":
+        tmp_path.mkdir(parents=True)
+        values = tmp_path / "values.yaml"
+        values.write_text(yaml.safe_dump({"store": {"keyCheck": key_check}} if key_check else {}))
+        docs = parse(helm_template(str(values)))
+    else:
+        copy_of = tmp_path / "manifests"
+        shutil.copytree(MANIFESTS, copy_of)
+        patch = copy_of / "overlays/production/store-key.yaml"
+        patch.write_text(patch.read_text().replace(EXAMPLE_KEY_CHECK, key_check or "set-me-from-drtool-key-status"))
+        proc = kubectl("kustomize", str(copy_of / "overlays/production"))
+        assert proc.returncode == 0, proc.stderr
+        docs = parse(proc.stdout)
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == "CronJob" and "backup" in d["metadata"]["name"]}
+
+
+def run_backup_pod(site: Site, tmp_path: Path, cronjob: dict[str, Any]) -> Any:
+    """The CronJob's own command line with its own environment, its key Secret holding the key file, a fresh
+    pod (no pins), the store at ``site``."""
+    name = f"{cronjob['metadata']['name']}-{random.random()}"
+    sources = {"files": {"paths": [str(tmp_path)]}}
+    config = {
+        "store": str(site.store),
+        "sources": sources,
+        "backup_sets": {name: copy.deepcopy(SETS["nightly"]) for name in ("cluster", "etcd")},
+    }
+    files = pod_files(tmp_path, name, config, {"key": {"keyfile": site.keyfile.read_text()}, "store": {"x": ""}})
+    args = [a for a in container(cronjob)["args"] if a != "--pushgateway" and ":9091" not in a]
+    env = pod_env(cronjob, files)
+    return subprocess.run([sys.executable, "-m", "drtool", *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("rendering", ["kustomize", "helm"])
+def test_shipped_cronjobs_name_their_key_and_refuse_hijacks(site: Site, tmp_path: Path, rendering: str) -> None:
+    """Before: the shipped CronJobs opened the store with the passphrase (the owner's credential) and named no
+    key, so a pod, which keeps no pins, followed whatever generation the store's records named. After: they
+    hold a key file, and carry DRTOOL_EXPECT_KEY_CHECK and _GENERATION; as shipped (placeholders) the pod
+    refuses to run, and with the store's key set, a hijacked store (first record replaced, a rotation signed
+    by the attacker's owner key, a slot the pod's key file opens) is refused and nothing is written."""
+    for name, cronjob in shipped_cronjobs(rendering, tmp_path / "as-shipped", None).items():
+        env = {e["name"]: e.get("value") for e in container(cronjob)["env"]}
+        assert "DRTOOL_KEYFILE" in env and not {"DRTOOL_PASSPHRASE", "DRTOOL_PASSPHRASE_FILE"} & set(env), name
+        refused = run_backup_pod(site, tmp_path, cronjob)
+        assert_clean_error(refused, 2, "DRTOOL_EXPECT_KEY_CHECK")
+    print(f"\n{rendering}, as shipped: {refused.stderr.strip()}")
+
+    deployed = shipped_cronjobs(rendering, tmp_path / "deployed", site.key_check)
+    for name, cronjob in deployed.items():
+        env = {e["name"]: e.get("value") for e in container(cronjob)["env"]}
+        assert (env["DRTOOL_EXPECT_KEY_CHECK"], env["DRTOOL_EXPECT_KEY_GENERATION"]) == (site.key_check, "0"), name
+    old = site.cronjob_key()
+    attacker = Ed25519PrivateKey.generate()
+    replace_root(site, old, attacker)
+    forge_rotation(site, old, owner=attacker)
+    refused = run_backup_pod(site, tmp_path, deployed["drtool-backup-cluster"])
+    print(f"{rendering}, with the store's key, on a hijacked store: {refused.stderr.strip().splitlines()[-1]}")
+    assert refused.returncode == 5 and "retired" in refused.stderr.splitlines()[-1], refused.stderr
+    assert not list((site.store / "manifests").glob("*"))
