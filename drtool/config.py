@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from drtool import yamlio
-from drtool.crypto.credentials import Credentials
+from drtool.crypto.credentials import Credentials, Expected
 from drtool.crypto.slots import KeyFile, read_keyfile
 from drtool.errors import UsageError
 from drtool.repo.times import DEFAULT_MAX_SKEW
@@ -135,13 +135,23 @@ def keyfile_from_env() -> KeyFile | None:
     return read_keyfile(text, os.environ["DRTOOL_KEYFILE"]) if text is not None else None
 
 
+def expected_key_from_env() -> Expected | None:
+    """The key generation a deployment without pins expects (DRTOOL_EXPECT_KEY_CHECK, _GENERATION; both or none)."""
+    check, generation = os.environ.get("DRTOOL_EXPECT_KEY_CHECK"), os.environ.get("DRTOOL_EXPECT_KEY_GENERATION")
+    if check is None and generation is None:
+        return None
+    if check is None or generation is None:
+        raise UsageError("DRTOOL_EXPECT_KEY_CHECK and DRTOOL_EXPECT_KEY_GENERATION go together", "set both, or neither")
+    return Expected.parse(check.strip(), generation.strip())
+
+
 def credentials_from_env() -> Credentials:
     shares_text = _read_secret_file("DRTOOL_RECOVERY_SHARES_FILE")
     shares = tuple(line.strip() for line in (shares_text or "").splitlines() if line.strip())
     keyfile = keyfile_from_env()
     passphrase = None if (keyfile or shares) else passphrase_from_env()
     from_file = Credentials.of_keyfile(keyfile) if keyfile else Credentials()
-    creds = dataclasses.replace(from_file, passphrase=passphrase, shares=shares)
+    creds = dataclasses.replace(from_file, passphrase=passphrase, shares=shares, expect=expected_key_from_env())
     if not (creds.passphrase or creds.keyfile_secret or creds.shares):
         raise UsageError(
             "no key given to open the store",

@@ -312,8 +312,11 @@ def test_cluster_backs_up_with_write_only_keys_and_management_prunes(
     # the store owner creates the store and a key-file slot for the prune job
     owner = {**restricted_users["backup"], "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
     owner["DRTOOL_PASSPHRASE"] = PASSPHRASE
-    prune_key = tmp_path / "prune.key"
-    for args in (["init", "--store", store], ["key", "add", "--keyfile", str(prune_key)]):
+    prune_key, cluster_key = tmp_path / "prune.key", tmp_path / "cluster.key"
+    for args in (
+        ["init", "--store", store, "--keyfile", str(cluster_key)],
+        ["key", "add", "--keyfile", str(prune_key)],
+    ):
         proc = subprocess.run([sys.executable, "-m", "drtool", *args], env=owner, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
 
@@ -321,12 +324,16 @@ def test_cluster_backs_up_with_write_only_keys_and_management_prunes(
     docs = render("overlays/production")
     config = drtool_config(docs) | {"store": store}
     config["sources"] = {"kubernetes": {"kubeconfig": sa_config}, "etcd": {"endpoints": applied.etcd.client_url}}
-    secrets = {"key": {"passphrase": PASSPHRASE}, "store": {"credentials": aws_credentials(restricted_users["backup"])}}
+    secrets = {
+        "key": {"keyfile": cluster_key.read_text()},
+        "store": {"credentials": aws_credentials(restricted_users["backup"])},
+    }
+    expect = {"DRTOOL_EXPECT_KEY_CHECK": cluster_key.read_text().split()[-1], "DRTOOL_EXPECT_KEY_GENERATION": "0"}
     results = {}
     for name in ("drtool-backup-cluster", "drtool-backup-cluster", "drtool-backup-etcd"):
         job = cronjobs(docs)[name]
         files = pod_files(tmp_path / f"{name}-{len(results)}", name, config, secrets)
-        result = run_pod(job, pod_env(job, files, **s3))
+        result = run_pod(job, pod_env(job, files, **s3, **expect))  # the key the overlay's store-key.yaml names
         assert result["status"] == "ok" and result["prune"] is None and not result["prune_note"], result
         results[f"{name}-{len(results)}"] = result["backup_id"]
     first, second, snapshot = results.values()

@@ -40,6 +40,35 @@ def list_slots(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json
 
 
 @app.command()
+def status(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """The store's current key generation and key check, its owner key, and whether the credential given
+    opens the current key: what a CronJob's DRTOOL_EXPECT_KEY_CHECK and _GENERATION must say."""
+    from drtool.crypto.owner import fingerprint
+    from drtool.repo import keyring, trust
+
+    repo = state(ctx).open_repo()
+    decision = trust.decide(keyring.read_records(repo.backend)[0])
+    info = {
+        "store_id": repo.config.store_id,
+        "generation": repo.trust.generation,
+        "key_check": repo.key.key_check,
+        "retired_by": repo.trust.retired_by,
+        "owner_key": fingerprint(decision.owner) if decision.owner else None,
+        "owner_credential": repo.owner is not None,
+        "why": decision.why(),
+    }
+    if as_json:
+        print_json(info)
+        return
+    state_line = f"RETIRED by {info['retired_by']}" if info["retired_by"] else "current"
+    console.print(f"store {info['store_id']}: key generation {info['generation']} ({state_line})")
+    console.print(f"owner key: {info['owner_key'] or 'none (a store made before owner keys)'}; {info['why']}")
+    if not info["retired_by"]:
+        console.print("a backup CronJob of this key expects, in its environment:")
+        typer.echo(f"DRTOOL_EXPECT_KEY_CHECK={info['key_check']}\nDRTOOL_EXPECT_KEY_GENERATION={info['generation']}")
+
+
+@app.command()
 def add(
     ctx: typer.Context,
     passphrase: Annotated[
@@ -63,7 +92,7 @@ def add(
         create_private(keyfile, text)
     else:
         new = _new_passphrase()
-        slot = slots.passphrase_slot(repo.key, new, label or "passphrase")
+        slot = slots.passphrase_slot(repo.key, new, label or "passphrase", owner=repo.owner)
     repo.add_slot(slot)
     console.print(f"added {slot.kind} slot {slot.id}")
 
@@ -115,7 +144,7 @@ def recovery_shares(
     if out:
         refuse_existing(out)  # before the slot exists: its shares must not be lost
     repo = state(ctx).open_repo()
-    slot, shares = slots.recovery_slot(repo.key, threshold, count)
+    slot, shares = slots.recovery_slot(repo.key, threshold, count, owner=repo.owner)
     repo.add_slot(slot)
     text = "\n".join(shares) + "\n"
     if out:
@@ -143,6 +172,8 @@ def rotate(
     lock_wait: Annotated[float, typer.Option(help="Seconds to wait for running backups to finish.")] = 300.0,
 ) -> None:
     """Replace the store's master key for everything written from now on; every old slot is removed.
+    Needs the store owner's credential (the passphrase or recovery shares, never a key file) and, in a store
+    with an owner key, a new passphrase (its slot keeps the owner key).
 
     Old credentials (removed slots, old shares and key files) can read nothing written after this. They
     keep opening what was written before wherever a copy of their slot survives (a versioned bucket).
@@ -170,4 +201,8 @@ def rotate(
         )
     console.print(
         "recovery shares of the old key no longer open the store: print new ones with `drtool key recovery-shares`"
+    )
+    console.print(
+        f"backup CronJobs of this store now expect DRTOOL_EXPECT_KEY_CHECK={done.repo.key.key_check} and "
+        f"DRTOOL_EXPECT_KEY_GENERATION={done.generation}, with the new key file"
     )

@@ -2,18 +2,24 @@
 
 A credential may open more than one slot: anyone who can write ``keys/`` can plant a slot that a guessed
 passphrase opens, or that the CronJob's own key file opens. So unlocking yields every key a credential
-opens (``candidates``) and the store decides which one is its own (drtool/repo/keyring.py).
+opens (``candidates``) and the store decides which one is its own (drtool/repo/trust.py).
+
+A machine that keeps no pins between runs (a CronJob's pod) names the key it expects instead
+(``Expected``: ``DRTOOL_EXPECT_KEY_CHECK`` and ``DRTOOL_EXPECT_KEY_GENERATION``): drtool then opens the store
+with that key generation or not at all.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import Iterator, Sequence
 
 from drtool.crypto import slots
 from drtool.crypto.master import MasterKey
-from drtool.errors import WrongKey
+from drtool.crypto.owner import OwnerKey
+from drtool.errors import UsageError, WrongKey
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +32,30 @@ class Opened:
     slot: slots.KeySlot
     key: MasterKey
     vouched: str | None
+    owner: OwnerKey | None = None  # the owner key, when an owner-class slot holds it
+
+
+@dataclasses.dataclass(frozen=True)
+class Expected:
+    """The key a deployment expects the store to be opened with: its key check and generation."""
+
+    key_check: str
+    generation: int
+
+    @classmethod
+    def parse(cls, key_check: str, generation: str) -> Expected:
+        """From the two settings' text; UsageError names what is wrong (a CronJob left with placeholders)."""
+        if not re.fullmatch(r"[0-9a-f]{32}", key_check):
+            raise UsageError(
+                f"DRTOOL_EXPECT_KEY_CHECK {key_check!r} is not a key check (32 hex digits)",
+                "set it to what `drtool key status` prints for the store",
+            )
+        if not generation.isdigit():
+            raise UsageError(
+                f"DRTOOL_EXPECT_KEY_GENERATION {generation!r} is not a generation number",
+                "set it to what `drtool key status` prints for the store",
+            )
+        return cls(key_check, int(generation))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +64,7 @@ class Credentials:
     keyfile_secret: bytes | None = dataclasses.field(default=None, repr=False)
     shares: tuple[str, ...] = dataclasses.field(default=(), repr=False)
     keyfile_for: tuple[str, str] | None = None  # (store id, key check) a version-2 key file names
+    expect: Expected | None = None  # the only key generation these credentials may open the store with
 
     @classmethod
     def of_keyfile(cls, keyfile: slots.KeyFile) -> Credentials:
@@ -71,10 +102,11 @@ class Credentials:
                 continue
             for slot in sorted((s for s in key_slots if s.kind == kind), key=lambda s: s.id != first):
                 log.debug("trying key slot %s (%s) of store %s", slot.id, kind, store_id)
-                master = opener(slot, store_id, credential)
-                if master is not None:
+                unwrapped = opener(slot, store_id, credential)
+                if unwrapped is not None:
                     log.debug("key slot %s (%s) opened", slot.id, kind)
-                    yield Opened(slot, master, self._vouched(kind, slot, store_id))
+                    vouched = self._vouched(kind, slot, store_id)
+                    yield Opened(slot, unwrapped.master, vouched, unwrapped.owner)
 
     def _vouched(self, kind: str, slot: slots.KeySlot, store_id: str) -> str | None:
         if kind == "keyfile":

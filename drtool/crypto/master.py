@@ -98,6 +98,7 @@ class MasterKey:
         self.key_check = hkdf(secret, b"drtool v1 key check", KEY_CHECK_BYTES).hex()
         self.generation = 0  # set from the store's key records when the store is opened
         self.retired: tuple[RetiredKey, ...] = ()
+        self.readable: frozenset[str] | None = None  # once retired: the manifests and indexes it sealed by then
         self._last_opener: dict[str, MasterKey] = {}  # per kind: the generation that opened the last object
         self._opener_lock = threading.Lock()
         self._gear: tuple[bytes, int] | None = None
@@ -163,6 +164,16 @@ class MasterKey:
         self.generation = generation
         self.retired = tuple(sorted(retired, key=lambda r: r.generation, reverse=True))
 
+    def retired_after(self, sealed: frozenset[str]) -> None:
+        """This key was retired when ``sealed`` were its manifests and index objects: it opens no other (they
+        are a newer generation's, which this key cannot open: readers skip them instead of failing)."""
+        self.readable = sealed
+
+    def may_open(self, kind: str, name: str) -> bool:
+        """Whether this key may hold ``name`` of ``kind``: false for a manifest or index object written after
+        it was retired (a retired key's reader lists only what it sealed)."""
+        return self.readable is None or kind not in _LISTED_KINDS or name in self.readable
+
     def secret_for_ring(self) -> bytes:
         """The raw secret, for sealing into the keyring of the key that replaces this one (and nowhere else)."""
         return self._secret
@@ -171,6 +182,12 @@ class MasterKey:
         """Open an object and say which key generation sealed it: this key, or a retired one that may open
         it (``_RETIRED_KINDS``; a manifest or index only if it existed when that key was retired)."""
         aad = associated_data(kind, self.store_id, name)
+        if not self.may_open(kind, name):
+            raise IntegrityError(
+                f"{kind} {self._shown(kind, name)} was written after this key was retired (a newer key generation "
+                "sealed it, or a holder of this key)",
+                "open the store with a credential of the current key",
+            )
         if len(blob) < SEAL_OVERHEAD:
             what = f"{kind} {self._shown(kind, name)}"
             raise IntegrityError(f"{what} is truncated ({len(blob)} bytes)", "run `drtool check --read-data`")
@@ -233,7 +250,7 @@ class MasterKey:
 
     def unseal(self, kind: str, name: str, blob: bytes) -> bytes:
         """What ``seal(kind, name, ...)`` sealed; IntegrityError when the blob was damaged, swapped or moved."""
-        if not self.retired:
+        if not self.retired and self.readable is None:
             aad = associated_data(kind, self.store_id, name)
             return unseal(self._aead_key, blob, aad, f"{kind} {self._shown(kind, name)}")
         return self.opener(kind, name, blob)[0]

@@ -12,6 +12,10 @@ Anyone who can write ``keys/`` can plant a slot (docs/threat-model.md), so a slo
 trust: its settings are bounded before any KDF runs (``check_slot``: Argon2 between RFC 9106's two
 recommended options), a version-2 slot carries an HMAC of its metadata under the master key
 (``authentic``), and the key a slot opens must be the store's (drtool/repo/keyring.py) before it is used.
+
+A version-3 slot also carries the store owner's signing key (``owner``, drtool/crypto/owner.py), sealed under
+the same wrapping key: only passphrase and recovery slots do (owner-class credentials); a key file, which
+the CronJob holds, never opens the owner key.
 """
 
 from __future__ import annotations
@@ -29,11 +33,14 @@ from typing import Any
 from cryptography.hazmat.primitives.kdf.argon2 import Argon2id
 
 from drtool.crypto import shamir
-from drtool.crypto.master import MASTER_KEY_BYTES, SEAL_OVERHEAD, MasterKey, hkdf
+from drtool.crypto.master import MASTER_KEY_BYTES, SEAL_OVERHEAD, MasterKey, associated_data, hkdf, seal, unseal
+from drtool.crypto.owner import OwnerKey
 from drtool.errors import IntegrityError, UsageError, WrongKey
 
 SLOT_VERSION = 2  # 2: metadata authenticated by ``mac``; 1 (drtool 0.1): without it, still read
-READABLE_SLOT_VERSIONS = (1, 2)
+OWNER_SLOT_VERSION = 3  # 3: a version-2 slot that also seals the owner key (``owner``)
+READABLE_SLOT_VERSIONS = (1, 2, 3)
+OWNER_KINDS = ("passphrase", "recovery")  # the credentials that may hold the owner key
 KINDS = ("passphrase", "keyfile", "recovery")
 ARGON2_DEFAULTS = {"memory_kib": 65536, "iterations": 3, "lanes": 4}
 # what a slot's Argon2 settings may be, so a planted slot can neither be cheap to try nor exhaust the reader:
@@ -43,6 +50,7 @@ ARGON2_WORK = (65536 * 3, 2097152 * 1)
 SALT_BYTES = (16, 64)
 SLOT_ID = re.compile(r"^[0-9a-f]{8,32}$")
 _MAC_PURPOSE = "keyslot"
+_OWNER_KIND = "owner"  # the associated data's kind of the owner key sealed in a slot
 
 
 class SlotRejected(Exception):
@@ -67,12 +75,19 @@ class KeySlot:
     wrapped: str  # base64(nonce || AES-GCM(master secret))
     version: int = SLOT_VERSION
     mac: str = ""  # version 2: HMAC of the other fields under the master key's store-auth subkey
+    owner: str = ""  # version 3: base64(nonce || AES-GCM(owner signing key)) under the same wrapping key
 
-    def to_bytes(self) -> bytes:
+    def _fields(self) -> dict[str, Any]:
+        """The fields this slot's version has (a version-2 slot's mac covers no ``owner`` field)."""
         fields = dataclasses.asdict(self)
+        if self.version < OWNER_SLOT_VERSION:
+            del fields["owner"]
         if self.version == 1:
             del fields["mac"]
-        return json.dumps(fields, indent=1).encode()
+        return fields
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(self._fields(), indent=1).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes, name: str) -> KeySlot:
@@ -87,8 +102,11 @@ class KeySlot:
                 raise SlotRejected(f"version {version!r} is not one this drtool reads ({READABLE_SLOT_VERSIONS})")
             if version == 1 and "mac" in raw:
                 raise ValueError("a version-1 slot has no mac")
+            if version != OWNER_SLOT_VERSION and "owner" in raw:
+                raise ValueError(f"a version-{version} slot has no owner key")
             slot = cls(**raw)
             _require(all(isinstance(getattr(slot, f), str) for f in ("id", "kind", "label", "created", "wrapped")))
+            _require(isinstance(slot.owner, str))
             _require(isinstance(slot.kdf, dict) and isinstance(slot.mac, str))
         except SlotRejected:
             raise
@@ -106,8 +124,8 @@ class KeySlot:
 
     def signed_fields(self) -> bytes:
         """What ``mac`` authenticates: every other field, canonically encoded."""
-        fields = dataclasses.asdict(self)
-        del fields["mac"]
+        fields = self._fields()
+        fields.pop("mac", None)
         return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
 
     def authentic(self, master: MasterKey) -> bool | None:
@@ -175,20 +193,28 @@ def _argon2(passphrase: str, salt: bytes, params: dict[str, Any]) -> bytes:
     ).derive(passphrase.encode())
 
 
-def _make_slot(kind: str, label: str, kdf: dict[str, Any], wrap_key: bytes, master: MasterKey) -> KeySlot:
+def _make_slot(
+    kind: str, label: str, kdf: dict[str, Any], wrap_key: bytes, master: MasterKey, owner: OwnerKey | None = None
+) -> KeySlot:
     slot_id = secrets.token_hex(4)
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     slot = KeySlot(slot_id, kind, label, now, kdf, _b64(master.wrap(wrap_key, slot_id)))
+    if owner is not None:
+        slot.version = OWNER_SLOT_VERSION
+        slot.owner = _b64(seal(wrap_key, owner.secret(), associated_data(_OWNER_KIND, master.store_id, slot_id)))
     slot.mac = master.mac(_MAC_PURPOSE, slot.signed_fields())
     return slot
 
 
-def passphrase_slot(master: MasterKey, passphrase: str, label: str = "passphrase") -> KeySlot:
+def passphrase_slot(
+    master: MasterKey, passphrase: str, label: str = "passphrase", owner: OwnerKey | None = None
+) -> KeySlot:
+    """A passphrase slot; with ``owner``, the passphrase also opens the owner key (rotations, owner slots)."""
     if len(passphrase) < 8:
         raise UsageError("passphrase is too short", "use at least 8 characters; longer is better")
     salt = secrets.token_bytes(16)
     kdf = {"name": "argon2id", "salt": _b64(salt), **ARGON2_DEFAULTS}
-    return _make_slot("passphrase", label, kdf, _argon2(passphrase, salt, kdf), master)
+    return _make_slot("passphrase", label, kdf, _argon2(passphrase, salt, kdf), master, owner)
 
 
 def keyfile_slot(master: MasterKey, keyfile_secret: bytes, label: str = "key file") -> KeySlot:
@@ -198,31 +224,48 @@ def keyfile_slot(master: MasterKey, keyfile_secret: bytes, label: str = "key fil
 
 
 def recovery_slot(
-    master: MasterKey, threshold: int, count: int, label: str = "recovery shares"
+    master: MasterKey, threshold: int, count: int, label: str = "recovery shares", owner: OwnerKey | None = None
 ) -> tuple[KeySlot, list[str]]:
     """A recovery slot plus its printable shares; the shares are shown once and never stored."""
     recovery_secret = secrets.token_bytes(32)
     salt = secrets.token_bytes(16)
     kdf = {"name": "hkdf-sha256", "salt": _b64(salt), "threshold": threshold, "count": count}
     wrap = hkdf(recovery_secret, b"drtool v1 recovery slot", salt=salt)
-    slot = _make_slot("recovery", label, kdf, wrap, master)
+    slot = _make_slot("recovery", label, kdf, wrap, master, owner)
     split = shamir.split(recovery_secret, threshold, count)
     return slot, [format_share(master.store_id, slot.id, threshold, x, y, master.key_check) for x, y in split]
 
 
-def unwrap(slot: KeySlot, store_id: str, wrap_key: bytes) -> MasterKey | None:
-    """The master key if ``wrap_key`` opens the slot, else None."""
+@dataclasses.dataclass(frozen=True)
+class Unwrapped:
+    """What a slot holds for the credential that opened it: the master key and, in an owner-class slot of
+    version 3, the owner key (None when the slot has none or it does not open)."""
+
+    master: MasterKey
+    owner: OwnerKey | None = None
+
+
+def unwrap(slot: KeySlot, store_id: str, wrap_key: bytes) -> Unwrapped | None:
+    """The master key (and owner key) if ``wrap_key`` opens the slot, else None."""
     try:
-        return MasterKey.unwrap(wrap_key, _unb64(slot.wrapped), store_id, slot.id)
+        master = MasterKey.unwrap(wrap_key, _unb64(slot.wrapped), store_id, slot.id)
     except IntegrityError:
         return None
+    if not slot.owner or slot.kind not in OWNER_KINDS:
+        return Unwrapped(master)
+    try:
+        aad = associated_data(_OWNER_KIND, store_id, slot.id)
+        secret = unseal(wrap_key, _unb64(slot.owner), aad, f"the owner key of key slot {slot.id}")
+        return Unwrapped(master, OwnerKey.from_secret(secret))
+    except (IntegrityError, ValueError, binascii.Error):
+        return Unwrapped(master)  # a damaged owner field: the slot's mac says so (``authentic``)
 
 
-def open_with_passphrase(slot: KeySlot, store_id: str, passphrase: str) -> MasterKey | None:
+def open_with_passphrase(slot: KeySlot, store_id: str, passphrase: str) -> Unwrapped | None:
     return unwrap(slot, store_id, _argon2(passphrase, _unb64(slot.kdf["salt"]), slot.kdf))
 
 
-def open_with_keyfile(slot: KeySlot, store_id: str, keyfile_secret: bytes) -> MasterKey | None:
+def open_with_keyfile(slot: KeySlot, store_id: str, keyfile_secret: bytes) -> Unwrapped | None:
     wrap = hkdf(keyfile_secret, b"drtool v1 keyfile slot", salt=_unb64(slot.kdf["salt"]))
     return unwrap(slot, store_id, wrap)
 
@@ -232,7 +275,7 @@ def shares_for(slot: KeySlot, store_id: str, shares: list[str]) -> list[Share]:
     return [p for p in map(parse_share, shares) if p.store_id == store_id and p.slot_id == slot.id]
 
 
-def open_with_shares(slot: KeySlot, store_id: str, shares: list[str]) -> MasterKey | None:
+def open_with_shares(slot: KeySlot, store_id: str, shares: list[str]) -> Unwrapped | None:
     mine = shares_for(slot, store_id, shares)
     if not mine:
         return None

@@ -6,12 +6,15 @@ says which key is the store's is a chain of *key records* under ``keyring/``, pl
 authenticated with an HMAC under the key it describes:
 
 - ``keyring/0000`` (generation 0), written by ``init`` before the config: the key check of the first key,
-  the SHA-256 of the config (so a writer cannot shrink chunk bounds), and the gear table the chunker uses.
+  the SHA-256 of the config (so a writer cannot shrink chunk bounds), the gear table the chunker uses, and
+  the public half of the store owner's signing key (``owner``, drtool/crypto/owner.py).
   Stores made before key records get theirs when a key holder first opens them (``root_record``).
 - ``keyring/<generation>-<key check>``, written by ``drtool key rotate``: the new key's check, the retired
   keys sealed under the new key (the *ring*), the manifests and index objects the retired key had sealed
-  by then (all it may still open), and a second HMAC under the retired key (``retires``), so a holder of
-  the old key learns it was retired.
+  by then (all it may still open), a second HMAC under the retired key (``retires``), so a holder of
+  the old key learns it was retired, and the owner key's signature (``owner_sig``) over all of it with the
+  previous record's hash and the config's: in a store with an owner key, only those count
+  (drtool/repo/trust.py), so a holder of the master key alone (the CronJob) cannot rotate.
 
 ``establish`` checks a key against these records and says which generation it is, what it retires, and
 whether a newer generation retired it.
@@ -30,7 +33,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from drtool.backends.backend import Backend
+from drtool.crypto import owner as owner_key
 from drtool.crypto.master import KEYRING, MasterKey, RetiredKey
+from drtool.crypto.owner import OwnerKey
 from drtool.errors import IntegrityError, NotFound, ObjectExists
 
 RECORDS = "keyring/"
@@ -62,11 +67,22 @@ def _now() -> str:
 
 
 def _body(record: Record) -> bytes:
-    """What a record's MACs authenticate: every field but the MACs themselves, canonically encoded."""
+    """What a record's MACs and owner signature authenticate: every field but those, canonically encoded."""
     body = copy.deepcopy(record)
     body.pop("mac", None)
+    body.pop("owner_sig", None)
     body.get("retires", {}).pop("mac", None)
     return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+
+def digest(record: Record) -> str:
+    """The SHA-256 of a whole record (MACs and signature included): what its successor names."""
+    return hashlib.sha256(json.dumps(record, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def owner_signed(record: Record, owner_public: str) -> bool:
+    """Whether the store owner's key signed ``record`` (a rotation)."""
+    return owner_key.verify(owner_public, _body(record), record.get("owner_sig"))
 
 
 def _signed(record: Record, key: MasterKey, retiring: MasterKey | None = None) -> Record:
@@ -90,9 +106,9 @@ def retires(record: Record, key: MasterKey) -> bool:
     )
 
 
-def root_record(key: MasterKey, config_bytes: bytes, gear: str) -> Record:
-    """Generation 0: the store's first key, its config and its chunker's gear table."""
-    record = {
+def root_record(key: MasterKey, config_bytes: bytes, gear: str, owner: OwnerKey | None = None) -> Record:
+    """Generation 0: the store's first key, its config, its chunker's gear table and its owner key."""
+    record: Record = {
         "version": RECORD_VERSION,
         "store_id": key.store_id,
         "generation": 0,
@@ -101,11 +117,22 @@ def root_record(key: MasterKey, config_bytes: bytes, gear: str) -> Record:
         "gear": gear,
         "config_sha256": config_digest(config_bytes),
     }
+    if owner is not None:
+        record["owner"] = owner.public
     return _signed(record, key)
 
 
-def rotation_record(new: MasterKey, old: MasterKey, manifests: Iterable[str], indexes: Iterable[str]) -> Record:
-    """Generation ``old.generation + 1``: ``new`` replaces ``old`` and holds every key before it."""
+def rotation_record(
+    new: MasterKey,
+    old: MasterKey,
+    manifests: Iterable[str],
+    indexes: Iterable[str],
+    previous: Record,
+    config_bytes: bytes,
+    owner: OwnerKey | None,
+) -> Record:
+    """Generation ``old.generation + 1``: ``new`` replaces ``old`` and holds every key before it; signed by
+    ``owner`` over the new key's check, the hash of ``previous`` (old's record) and the config's hash."""
     generation = old.generation + 1
     keys = [old, *(r.key for r in old.retired)]
     ring = {"keys": [{"generation": k.generation, "secret": _b64(k.secret_for_ring())} for k in keys]}
@@ -120,7 +147,11 @@ def rotation_record(new: MasterKey, old: MasterKey, manifests: Iterable[str], in
         "ring": _b64(new.seal(KEYRING, name, json.dumps(ring).encode())),
         "sealed": {"manifests": sorted(manifests), "indexes": sorted(indexes)},
         "retires": {"generation": old.generation, "key_check": old.key_check},
+        "previous_sha256": digest(previous),
+        "config_sha256": config_digest(config_bytes),
     }
+    if owner is not None:
+        record["owner_sig"] = owner.sign(_body(record))
     return _signed(record, new, retiring=old)
 
 
@@ -203,6 +234,7 @@ def establish(key: MasterKey, records: list[Record], config_bytes: bytes) -> Tru
     successor = next((r for r in later if retires(r, key)), None)
     if successor is not None:
         trust.retired_by = f"generation {generation + 1}, {successor.get('created')}"
+        key.retired_after(_sealed_before(successor))
     unexplained = [r for r in records if r not in chain.values() and r is not successor]
     if successor is None:  # a retired key cannot check what its successors wrote
         trust.warnings += [

@@ -173,8 +173,9 @@ class PackIndex:
 
 
 def load(backend: Backend, key: MasterKey, workers: int = 8) -> tuple[PackIndex, list[str]]:
-    """The union of every index object in the store, and their names."""
-    names = [n for n in backend.list(layout.INDEX) if layout.index_id_of(n)]
+    """The union of every index object in the store ``key`` may open (a retired key: those it sealed before
+    it was retired), and their names."""
+    names = [n for n in backend.list(layout.INDEX) if (i := layout.index_id_of(n)) and key.may_open(INDEX, i)]
 
     def read(name: str) -> tuple[np.ndarray, np.ndarray]:
         index_id = layout.index_id_of(name) or ""

@@ -1,12 +1,13 @@
 """Pins: what this machine has seen of each store, so a changed store key or config is noticed.
 
-The first time a machine opens a store it records the store's key check, key generation and config hash
-in ``<state dir>/pins/<store id>.json`` (0600; the state dir is ``DRTOOL_STATE_DIR``, else
-``$XDG_STATE_HOME/drtool``, else ``~/.local/state/drtool``). From then on a key is accepted only if it
-is the pinned one or a later generation that descends from it (``drtool key rotate``), and only with the
-pinned config. The pin also names the slot that opened the store, tried first next time (a store with
-planted passphrase slots then costs one Argon2 run, not one per slot). docs/threat-model.md says what a
-machine without a pin can and cannot tell.
+The first time a machine opens a store it records the store's key check, key generation, config hash and
+owner key (drtool/crypto/owner.py) in ``<state dir>/pins/<store id>.json`` (0600; the state dir is
+``DRTOOL_STATE_DIR``, else ``$XDG_STATE_HOME/drtool``, else ``~/.local/state/drtool``). From then on a key
+is accepted only if it is the pinned one or a later generation that descends from it (``drtool key
+rotate``), and only with the pinned config and owner key. The pin also names the slot that opened the
+store, tried first next time (a store with planted passphrase slots then costs one Argon2 run, not one per
+slot). docs/threat-model.md says what a machine without a pin can and cannot tell; a CronJob's pod keeps
+no pins and names the key it expects instead (drtool/crypto/credentials.py ``Expected``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Pin:
     key_check: str
     config_sha256: str
     slot: str | None = None
+    owner: str | None = None  # the owner key's public half the store recorded (None: a store without one)
 
 
 class PinStore:

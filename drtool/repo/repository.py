@@ -17,6 +17,7 @@ from drtool.backends.backend import Backend
 from drtool.crypto import slots
 from drtool.crypto.credentials import Credentials
 from drtool.crypto.master import MANIFEST, MasterKey
+from drtool.crypto.owner import OwnerKey
 from drtool.errors import IntegrityError, NotFound, ObjectExists, UsageError, WrongKey
 from drtool.repo import keyring, layout, pack_index, times, unlock
 from drtool.repo.codec import Codec
@@ -39,15 +40,18 @@ class Repository:
         *,
         trust: keyring.Trust | None = None,
         max_skew: dt.timedelta = times.DEFAULT_MAX_SKEW,
+        owner: OwnerKey | None = None,
     ) -> None:
         """A store opened with ``key``. Without ``trust`` (a plan step's process, handed a key drtool already
-        checked) the key's records are read from the store for its retired keys and gear table."""
+        checked) the key's records are read from the store for its retired keys and gear table. ``owner``: the
+        store owner's signing key, when the credentials that opened it hold it (rotations need it)."""
         self.backend = backend
         self.config = config
         self.key = key
         self.unlocked_with = slot
         self.trust = trust or keyring.attach_ring(key, keyring.read_records(backend)[0])
         self.max_skew = max_skew
+        self.owner = owner
         self.codec = Codec(config.compression_level, config.chunker.max_size)
         self.chunks: LooseStore | PackedStore = PackedStore(self) if config.packed else LooseStore(self)
 
@@ -87,8 +91,10 @@ class Repository:
     ) -> Repository:
         """Create a store with a fresh master key and its first key slot (passphrase and/or key file).
 
-        Write order: slots, then the key record (the key check, the config's hash, the gear table), then the
-        config: a store without its config does not exist yet."""
+        Write order: slots, then the key record (the key check, the config's hash, the gear table, the owner
+        key), then the config: a store without its config does not exist yet. The owner key that signs key
+        rotations (drtool/crypto/owner.py) is made only with a passphrase, the one slot it is sealed into:
+        a key file never holds it."""
         if not (passphrase or keyfile_secret):
             raise UsageError("a new store needs a passphrase or a key file", "set DRTOOL_PASSPHRASE or --keyfile")
         if backend.exists(layout.CONFIG):
@@ -97,21 +103,22 @@ class Repository:
         config = config or StoreConfig.new()
         config_bytes = config.to_bytes()
         key = MasterKey.generate(config.store_id)
+        owner = OwnerKey.generate() if passphrase else None
         made = []
         if passphrase:
-            made.append(slots.passphrase_slot(key, passphrase))
+            made.append(slots.passphrase_slot(key, passphrase, owner=owner))
         if keyfile_secret:
             made.append(slots.keyfile_slot(key, keyfile_secret))
         for slot in made:
             backend.put(layout.key_slot(slot.id), slot.to_bytes(), exclusive=True)
-        root = keyring.root_record(key, config_bytes, keyring.GEAR_KEYED)
+        root = keyring.root_record(key, config_bytes, keyring.GEAR_KEYED, owner)
         keyring.write_record(backend, root)
         backend.put(layout.CONFIG, config_bytes, exclusive=True)  # last: a store without it does not exist yet
         trust = keyring.establish(key, [root], config_bytes)
         (pins or PinStore.default()).put(
-            Pin(config.store_id, 0, key.key_check, keyring.config_digest(config_bytes), made[0].id)
+            Pin(config.store_id, 0, key.key_check, keyring.config_digest(config_bytes), made[0].id, root.get("owner"))
         )
-        return cls(backend, config, key, made[0], trust=trust)
+        return cls(backend, config, key, made[0], trust=trust, owner=owner)
 
     @classmethod
     def read_config(cls, backend: Backend) -> StoreConfig:
@@ -138,7 +145,7 @@ class Repository:
         config_bytes = cls.config_bytes(backend)
         config = StoreConfig.from_bytes(config_bytes, backend.url)
         opened = unlock.unlock(backend, config.store_id, config_bytes, credentials, pins or PinStore.default())
-        return cls(backend, config, opened.key, opened.slot, trust=opened.trust, max_skew=max_skew)
+        return cls(backend, config, opened.key, opened.slot, trust=opened.trust, max_skew=max_skew, owner=opened.owner)
 
     @staticmethod
     def key_slots(backend: Backend) -> list[slots.KeySlot]:
@@ -183,8 +190,9 @@ class Repository:
             raise IntegrityError(f"backup id {manifest.id} already exists", "this should not happen; retry") from None
 
     def backup_ids(self) -> list[str]:
+        """Every backup's id; with a retired key, those written before it was retired (all it can read)."""
         ids = (layout.backup_id_of(n) for n in self.backend.list(layout.MANIFESTS))
-        return sorted(i for i in ids if i)
+        return sorted(i for i in ids if i and self.key.may_open(MANIFEST, i))
 
     def get_manifest(self, backup_id: str) -> Manifest:
         """A backup's manifest, with what the store says of it: when it was stored, whether its stated times
@@ -229,6 +237,8 @@ class Repository:
         matches = [i for i in ids if i.startswith(ref)]
         if len(matches) == 1:
             return matches[0]
+        if not matches and not self.key.may_open(MANIFEST, ref) and self.backend.exists(layout.manifest(ref)):
+            self.key.opener(MANIFEST, ref, b"")  # raises: written after this key was retired
         if not matches:
             raise NotFound(f"backup {ref} not found in store {self.backend.url}", "see `drtool list`")
         raise UsageError(f"{ref!r} matches {len(matches)} backups", "give more of the id")

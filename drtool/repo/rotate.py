@@ -14,6 +14,11 @@ and rotation"):
    permission, or a bucket that keeps old versions) its credential still opens the old key, which reads
    what was written before the rotation and nothing after, and which drtool refuses to write with.
 
+A rotation is the store owner's act: in a store with an owner key (drtool/crypto/owner.py) the record is
+signed by it, and only a credential that holds it (the passphrase, recovery shares: never the CronJob's
+key file) can rotate; the new passphrase slot holds it from then on. A record not signed by it is ignored
+(drtool/repo/trust.py), so writing one by hand achieves nothing either.
+
 New chunks get new ids (a new id key and gear table), so the first backup after a rotation deduplicates
 against nothing written before it and stores everything again: docs/store-format.md gives the figure.
 """
@@ -24,8 +29,8 @@ import dataclasses
 
 from drtool.crypto import slots
 from drtool.crypto.master import MasterKey
-from drtool.errors import StoreUnavailable, UsageError
-from drtool.repo import keyring, layout
+from drtool.errors import StoreUnavailable, UsageError, WrongKey
+from drtool.repo import keyring, layout, trust
 from drtool.repo.lock import acquire
 from drtool.repo.pins import Pin, PinStore
 from drtool.repo.repository import Repository
@@ -55,17 +60,20 @@ def rotate(
         raise UsageError("a rotated key needs a new passphrase or key file", "give --passphrase or --keyfile PATH")
     backend, old = repo.backend, repo.key
     config_bytes = Repository.config_bytes(backend)
+    records = trust.decide(keyring.read_records(backend)[0]).records
+    _require_owner(repo, records, passphrase)
+    previous = next((r for r in records if keyring.authentic(r, old)), {})
     with acquire(repo, "exclusive", "key rotate", wait=lock_wait) as lock:
         new = MasterKey.generate(repo.config.store_id)
         added = []
         if passphrase:
-            added.append(slots.passphrase_slot(new, passphrase, "passphrase"))
+            added.append(slots.passphrase_slot(new, passphrase, "passphrase", owner=repo.owner))
         if keyfile_secret:
             added.append(slots.keyfile_slot(new, keyfile_secret, "key file"))
         for slot in added:
             backend.put(layout.key_slot(slot.id), slot.to_bytes(), exclusive=True)
         indexes = [i for n in backend.list(layout.INDEX) if (i := layout.index_id_of(n))]
-        record = keyring.rotation_record(new, old, repo.backup_ids(), indexes)
+        record = keyring.rotation_record(new, old, repo.backup_ids(), indexes, previous, config_bytes, repo.owner)
         lock.check()
         keyring.write_record(backend, record)  # from here on the new key is the store's
     removed, kept = [], {}
@@ -77,9 +85,27 @@ def rotate(
             removed.append(slot.id)
         except StoreUnavailable as exc:
             kept[slot.id] = exc.message
-    records, _ = keyring.read_records(backend)
-    trust = keyring.establish(new, records, config_bytes)
+    decision = trust.decide(keyring.read_records(backend)[0])
+    found = keyring.establish(new, decision.records, config_bytes)
     digest = keyring.config_digest(config_bytes)
-    (pins or PinStore.default()).put(Pin(repo.config.store_id, trust.generation, new.key_check, digest, added[0].id))
-    rotated = Repository(backend, repo.config, new, added[0], trust=trust, max_skew=repo.max_skew)
-    return Rotation(rotated, trust.generation, added, removed, kept)
+    pin = Pin(repo.config.store_id, found.generation, new.key_check, digest, added[0].id, decision.owner)
+    (pins or PinStore.default()).put(pin)
+    rotated = Repository(backend, repo.config, new, added[0], trust=found, max_skew=repo.max_skew, owner=repo.owner)
+    return Rotation(rotated, found.generation, added, removed, kept)
+
+
+def _require_owner(repo: Repository, records: list[keyring.Record], passphrase: str | None) -> None:
+    """Only the store's owner rotates: its owner key signs the record, and a new passphrase slot keeps it."""
+    has_owner = bool(records and records[0].get("owner"))
+    by_keyfile = repo.unlocked_with is not None and repo.unlocked_with.kind == "keyfile"
+    if (has_owner and repo.owner is None) or (not has_owner and by_keyfile):
+        raise WrongKey(
+            "rotating the key needs the store owner's credential (its passphrase or recovery shares); a key file, "
+            "which the backup CronJob holds, cannot rotate",
+            "run `drtool key rotate` with DRTOOL_PASSPHRASE or DRTOOL_RECOVERY_SHARES_FILE, not DRTOOL_KEYFILE",
+        )
+    if has_owner and not passphrase:
+        raise UsageError(
+            "a rotation of a store with an owner key needs a new passphrase: its slot keeps the owner key",
+            "add --passphrase (and DRTOOL_NEW_PASSPHRASE or DRTOOL_NEW_PASSPHRASE_FILE)",
+        )

@@ -1,14 +1,21 @@
-"""Opening a store: from credentials to the store's own master key, never another.
+"""Opening a store: from credentials to the store's own master key, never another, in one pass.
 
 1. Slots are read and checked before any KDF runs; a malformed slot, an unknown version or settings out of
    bounds is named in a warning and skipped (drtool/crypto/slots.py).
-2. Every slot the credentials open yields a key (drtool/crypto/credentials.py). A key is the store's only
-   if the key records say so (drtool/repo/keyring.py): its generation's record authenticates under it and
-   its chain leads back to the store's first key and config. Else the slot was planted: named, skipped.
-3. What this machine pinned (drtool/repo/pins.py) and what the credential itself names (a version-2 key
-   file or recovery share) must be in that key's chain. Without either, on a new machine, the key must
-   open the store's oldest backups too, which a planted key cannot.
-4. A store without key records (made before them) gets its first record from the first key holder that
+2. The key records are read and the trust decision is made before any key is used (drtool/repo/trust.py):
+   in a store with an owner key, only the owner-signed chain counts, and it says which key checks are the
+   store's and which generation is current. Records outside it are named and ignored.
+3. Every slot the credentials open yields a key (drtool/crypto/credentials.py). A key is the store's only if
+   the decision names its key check and its records authenticate under it (drtool/repo/keyring.py
+   ``establish``). Else the slot was planted: named, skipped. A retired key is used only when the
+   credentials open no current one, and then with a loud warning.
+4. What this machine pinned (drtool/repo/pins.py), what the credential itself names (a version-2 key file
+   or recovery share) and what the deployment expects (``Credentials.expect``: a CronJob keeps no pins)
+   must agree with the key chosen. Without any of them, on a new machine, the key must open the store's
+   oldest backups too, which a planted key cannot.
+5. An owner-class credential (passphrase, recovery shares) also opens the owner key; it must be the one the
+   store records, or the first key record was replaced.
+6. A store without key records (made before them) gets its first record from the first key holder that
    opens it with this drtool, if every slot the credentials open holds the same key and that key opens
    the oldest backups (docs/threat-model.md says what this cannot rule out).
 """
@@ -20,10 +27,11 @@ from collections.abc import Iterator
 
 from drtool.backends.backend import Backend
 from drtool.crypto import slots
-from drtool.crypto.credentials import Credentials, Opened
+from drtool.crypto.credentials import Credentials, Expected, Opened
 from drtool.crypto.master import MANIFEST, MasterKey
+from drtool.crypto.owner import OwnerKey, fingerprint
 from drtool.errors import IntegrityError, StoreUnavailable
-from drtool.repo import keyring, layout
+from drtool.repo import keyring, layout, trust
 from drtool.repo.pins import Pin, PinStore
 
 OLDEST_CHECKED = 3  # the oldest manifests a key must open when nothing else vouches for it (any one will do)
@@ -34,35 +42,92 @@ class Unlocked:
     key: MasterKey
     slot: slots.KeySlot
     trust: keyring.Trust
+    owner: OwnerKey | None = None  # the store's owner key, when the credentials hold it
+    decision: trust.TrustDecision | None = None
 
 
 def unlock(backend: Backend, store_id: str, config_bytes: bytes, credentials: Credentials, pins: PinStore) -> Unlocked:
-    """The store's key, as the first slot ``credentials`` open that passes every check above."""
+    """The store's key, as the slot ``credentials`` open that passes every check above."""
     warnings: list[str] = []
     usable = _usable_slots(backend, warnings)
     records, problems = keyring.read_records(backend)
     warnings += [f"key record {p}" for p in problems]
+    decision = trust.decide(records)
+    warnings += decision.ignored
     pin = pins.get(store_id)
-    if pin is not None and pin.config_sha256 != keyring.config_digest(config_bytes):
-        raise IntegrityError(
-            f"the config of store {store_id} changed since this machine last opened it",
-            "restore the original drtool-store.json (a versioned bucket keeps it); see docs/threat-model.md",
-        )
+    _check_config(pin, store_id, config_bytes)
     candidates = credentials.candidates(store_id, usable, first=pin.slot if pin else None)
     if not any(r["generation"] == 0 for r in records):
         opened = _adopt(backend, store_id, config_bytes, credentials, usable, list(candidates), pin, warnings)
     else:
-        opened = _choose(backend, store_id, config_bytes, credentials, usable, candidates, records, pin, warnings)
+        opened = _choose(backend, store_id, config_bytes, credentials, usable, candidates, decision, pin, warnings)
+    opened.decision = decision
+    _check_owner(pin, store_id, decision)
+    _check_expected(opened, credentials.expect, store_id)
     if opened.slot.authentic(opened.key) is False:
         warnings.append(
             f"key slot {opened.slot.id} opened the store, but its label or settings were changed after it was "
             "written (they do not authenticate)"
         )
+    warnings += _notices(opened, pin, store_id)
     opened.trust.warnings[:0] = warnings
     if pin is None or opened.trust.generation >= pin.generation:
         digest = keyring.config_digest(config_bytes)
-        pins.put(Pin(store_id, opened.trust.generation, opened.key.key_check, digest, opened.slot.id))
+        pins.put(Pin(store_id, opened.trust.generation, opened.key.key_check, digest, opened.slot.id, decision.owner))
     return opened
+
+
+def _check_config(pin: Pin | None, store_id: str, config_bytes: bytes) -> None:
+    """The config this machine pinned must be the store's still."""
+    if pin is not None and pin.config_sha256 != keyring.config_digest(config_bytes):
+        raise IntegrityError(
+            f"the config of store {store_id} changed since this machine last opened it",
+            "restore the original drtool-store.json (a versioned bucket keeps it); see docs/threat-model.md",
+        )
+
+
+def _check_owner(pin: Pin | None, store_id: str, decision: trust.TrustDecision) -> None:
+    """The owner key this machine pinned must be the one the store's first key record names still (checked
+    once a key was found to be the store's: a first record of a foreign key is refused as such before)."""
+    if pin is not None and pin.owner and pin.owner != decision.owner:
+        now = f"owner key {fingerprint(decision.owner)}" if decision.owner else "no owner key"
+        raise IntegrityError(
+            f"store {store_id} had owner key {fingerprint(pin.owner)} when this machine last opened it, and its "
+            f"first key record now names {now}: keyring/0000 was replaced by someone holding the master key",
+            "restore the original keyring/0000 (a versioned bucket keeps it); see docs/threat-model.md",
+        )
+
+
+def _check_expected(opened: Unlocked, expect: Expected | None, store_id: str) -> None:
+    """A deployment that names its key (a CronJob) opens the store with that generation or not at all."""
+    if expect is None:
+        return
+    got = (opened.key.key_check, opened.trust.generation)
+    if got != (expect.key_check, expect.generation):
+        raise IntegrityError(
+            f"store {store_id}: the key opened is generation {got[1]} (key check {got[0]}), not the generation "
+            f"{expect.generation} (key check {expect.key_check}) this deployment expects; refusing to use it",
+            "if the store's owner rotated the key, update DRTOOL_EXPECT_KEY_CHECK/_GENERATION and the key file; "
+            "else see docs/threat-model.md (CronJob identity)",
+        )
+
+
+def _notices(opened: Unlocked, pin: Pin | None, store_id: str) -> list[str]:
+    """What the user must hear loudly: a retired key, and a store that moved to another generation."""
+    notices = []
+    if opened.trust.retired_by:
+        notices.append(
+            f"THIS KEY WAS RETIRED: the owner of store {store_id} rotated its key ({opened.trust.retired_by}); the "
+            f"credential you gave opens generation {opened.trust.generation}, which reads only backups written "
+            "before then and writes nothing. Ask the store's owner for a credential of the current key."
+        )
+    if pin is not None and opened.trust.generation > pin.generation:
+        signed = "signed by the owner key" if opened.decision and opened.decision.owner else "no owner key signs it"
+        notices.append(
+            f"store {store_id} moved from key generation {pin.generation} (pinned here) to "
+            f"{opened.trust.generation} ({signed})"
+        )
+    return notices
 
 
 def slot_listing(backend: Backend) -> tuple[list[slots.KeySlot], dict[str, str]]:
@@ -96,37 +161,74 @@ def _choose(
     credentials: Credentials,
     usable: list[slots.KeySlot],
     candidates: Iterator[Opened],
-    records: list[keyring.Record],
+    decision: trust.TrustDecision,
     pin: Pin | None,
     warnings: list[str],
 ) -> Unlocked:
-    ignored = []
+    """The first candidate that is the store's current key, else the first that is a retired one."""
+    ignored, retired = [], None
     for opened in candidates:
         try:
-            trust = keyring.establish(opened.key, records, config_bytes)
-            _check_anchors(opened, trust, pin)
-            if pin is None and opened.vouched is None:
-                _check_opens_oldest(backend, opened)
+            chosen = _judge(backend, config_bytes, credentials, opened, decision, pin)
         except keyring.ForeignKey as exc:
             warnings.append(f"key slot {opened.slot.id} ignored: {exc}")
             ignored.append(opened.slot.id)
             continue
-        return Unlocked(opened.key, opened.slot, trust)
+        if not chosen.trust.retired_by:
+            return chosen
+        retired = retired or chosen
+    if retired is not None:
+        return retired
     raise credentials.no_slot_opens(store_id, usable, ignored)
 
 
-def _check_anchors(opened: Opened, trust: keyring.Trust, pin: Pin | None) -> None:
+def _judge(
+    backend: Backend,
+    config_bytes: bytes,
+    credentials: Credentials,
+    opened: Opened,
+    decision: trust.TrustDecision,
+    pin: Pin | None,
+) -> Unlocked:
+    """``opened`` as the store's key, or ForeignKey: the decision, the records, the anchors all agree."""
+    check = opened.key.key_check
+    if decision.chain is not None and decision.generation_of(check) is None:
+        raise keyring.ForeignKey("the key it opens is not named by any key record the store's owner key signed")
+    if credentials.expect is not None and check != credentials.expect.key_check:
+        raise keyring.ForeignKey(f"the key it opens ({check}) is not the key this deployment expects")
+    found = keyring.establish(opened.key, decision.records, config_bytes)
+    _check_anchors(opened, found, pin)
+    if pin is None and opened.vouched is None and credentials.expect is None:
+        _check_opens_oldest(backend, opened)
+    return Unlocked(opened.key, opened.slot, found, _owner(opened, decision))
+
+
+def _owner(opened: Opened, decision: trust.TrustDecision) -> OwnerKey | None:
+    """The owner key ``opened``'s slot holds, checked against the one the store records."""
+    if opened.owner is None:
+        return None
+    if opened.owner.public == decision.owner:
+        return opened.owner
+    now = f"owner key {fingerprint(decision.owner)}" if decision.owner else "no owner key"
+    raise IntegrityError(
+        f"key slot {opened.slot.id} holds the store's owner key {fingerprint(opened.owner.public)}, but the first "
+        f"key record names {now}: keyring/0000 was replaced by someone holding the master key",
+        "restore the original keyring/0000 (a versioned bucket keeps it); see docs/threat-model.md",
+    )
+
+
+def _check_anchors(opened: Opened, found: keyring.Trust, pin: Pin | None) -> None:
     """The pinned key and the key the credential names must be in the opened key's chain."""
-    if opened.vouched is not None and not trust.vouches_for(opened.vouched):
+    if opened.vouched is not None and not found.vouches_for(opened.vouched):
         raise keyring.ForeignKey("the key file or recovery shares were made for another key")
-    if pin is None or trust.vouches_for(pin.key_check):
+    if pin is None or found.vouches_for(pin.key_check):
         return
-    if pin.generation <= trust.generation:
+    if pin.generation <= found.generation:
         raise keyring.ForeignKey(f"it is not the key this machine pinned for store {pin.store_id}")
-    if trust.retired_by is None:
+    if found.retired_by is None:
         raise IntegrityError(
             f"this machine has seen key generation {pin.generation} of store {pin.store_id}, but the key opened "
-            f"is generation {trust.generation} and no key record retires it (were key records removed?)",
+            f"is generation {found.generation} and no key record retires it (were key records removed?)",
             "open the store with a credential of the current key; see docs/threat-model.md",
         )
 
