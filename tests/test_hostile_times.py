@@ -132,10 +132,13 @@ def test_a_fold_forged_now_does_not_steer_a_point_in_time_restore(
     assert proc.returncode == 0, proc.stderr
     details = json.loads(proc.stdout)["details"]
     stop_restored.append(details)
-    restored = etcdctl_dump(settings_of(EtcdServer.from_state(dict(details["server"]))), folded.last)
+    restored = etcdctl_dump(settings_of(EtcdServer.from_state(dict(details["server"]))), 0)  # as it is now
     used = details["point_in_time"]["base_backup"]
     value = restored.get(b"/app/config", (b"",))[0].decode()
-    print(f"\nrestore --at {point}: from {used} (genuine full {base.backup_id}, forged {forged}): /app/config={value}")
+    print(
+        f"\nrestore --at {point}: from {used} (genuine full {base.backup_id}, forged {forged}): "
+        f"/app/config={value}, /attacker {'present' if b'/attacker' in restored else 'absent'}"
+    )
     print(proc.stderr)
     assert used == base.backup_id
     assert restored == genuine_state and restored[b"/app/config"][0] == b"v2"
@@ -149,6 +152,7 @@ def test_a_fold_forged_now_does_not_steer_a_point_in_time_restore(
     trusted = json.loads(trusting.stdout)["details"]
     stop_restored.append(trusted)
     assert trusted["point_in_time"]["base_backup"] in forged  # the opt-in: folds count by what they state
+    assert b"/attacker" in etcdctl_dump(settings_of(EtcdServer.from_state(dict(trusted["server"]))), 0)
 
     checked = actors.operator("check", "--json")
     report = json.loads(checked.stdout)
