@@ -11,8 +11,11 @@ Contract (tested by one conformance suite over every backend, tests/test_backend
   after ``sync``. Only a plain put replaces (a lock's refresh). drtool's write-once objects never use it,
   so a bucket policy that refuses unconditional writes leaves drtool working (docs/reliability.md).
 - ``get_timed`` and ``list_timed`` also give each object's *server-set* time: when the store received
-  it, which no writer chooses (S3 ``LastModified``; locally the inode change time, which ``utime`` cannot
-  set). Backup times are checked against it (drtool/repo/times.py).
+  it, which no writer chooses and no metadata change moves (S3 ``LastModified``, the first version holding
+  the same bytes where versions can be listed; locally the file's birth time, which ``chmod``, ``touch``,
+  ``utime`` and renames leave alone: drtool/backends/birth.py). Backup times are checked against it
+  (drtool/repo/times.py). A backend that keeps versions may also offer ``received_first(name)`` (S3): the
+  first time its current bytes were received, asked only when ``get_timed``'s time looks back-dated.
 - ``get`` raises NotFound for a missing object, StoreUnavailable when the location cannot be reached.
   ``get_range`` reads ``length`` bytes from ``start`` (fewer only at the object's end), with the same errors.
 - ``list`` yields the names under a prefix, in no promised order.

@@ -2,9 +2,10 @@
 
 Folders are made 0700 and objects 0600, each created with ``O_EXCL`` aside in ``.tmp/`` and linked into
 place, so a write never follows a planted link and never replaces an object unless asked to. An object's
-server-set time is its inode change time (ctime): a writer can set the modification time with ``utime``,
-not the change time. Copying a store (``cp -a``, ``rsync -a``, a restore from tape) sets new change times;
-docs/threat-model.md says what that means for backup times.
+server-set time is its file's birth time (drtool/backends/birth.py): ``chmod``, ``chown``, ``touch``,
+``utime`` and renames do not move it, as they move the change time. Only where the filesystem keeps no birth
+time is the change time used. Copying a store (``cp -a``, ``rsync -a``, a restore from tape) makes new files
+with new birth times; docs/threat-model.md says what that means for backup times.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from drtool.backends.birth import birth_time
 from drtool.errors import NotFound, ObjectExists, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -131,7 +133,7 @@ class LocalBackend:
     def get_timed(self, name: str) -> tuple[bytes, dt.datetime]:
         try:
             with open(self._path(name), "rb") as f:
-                return f.read(), _changed(os.fstat(f.fileno()))
+                return f.read(), _received(os.fstat(f.fileno()), birth_time(fd=f.fileno()))
         except FileNotFoundError:
             raise NotFound(f"{name} not found in store {self.url}") from None
         except OSError as exc:
@@ -140,7 +142,8 @@ class LocalBackend:
     def list_timed(self, prefix: str = "") -> Iterator[tuple[str, dt.datetime]]:
         for name in self.list(prefix):
             with contextlib.suppress(FileNotFoundError):  # deleted since it was listed
-                yield name, _changed(self._path(name).stat())
+                path = self._path(name)
+                yield name, _received(path.stat(), birth_time(path))
 
     def exists(self, name: str) -> bool:
         return self._path(name).is_file()
@@ -175,8 +178,10 @@ class LocalBackend:
         return sorted(p.name for p in tmp_dir.iterdir()) if tmp_dir.is_dir() else []
 
 
-def _changed(stat: os.stat_result) -> dt.datetime:
-    return dt.datetime.fromtimestamp(stat.st_ctime, dt.UTC)
+def _received(stat: os.stat_result, born: dt.datetime | None) -> dt.datetime:
+    """The birth time, or the change time where the filesystem keeps none (never the modification time,
+    which ``touch -d`` sets to anything)."""
+    return born or dt.datetime.fromtimestamp(stat.st_ctime, dt.UTC)
 
 
 def _may_hold(folder: str, prefix: str) -> bool:

@@ -155,8 +155,51 @@ class S3Backend:
         return data, answer["LastModified"].astimezone(dt.UTC)
 
     def list_timed(self, prefix: str = "") -> Iterator[tuple[str, dt.datetime]]:
+        """Each object with when the store first received its current bytes (``received_first``), from one
+        listing of versions; with plain ``LastModified`` where the credentials may not list versions."""
+        try:
+            first = self._first_received(prefix)
+        except StoreUnavailable:  # no s3:ListBucketVersions (a write-only backup user): the current version
+            first = None
+        if first is not None:
+            yield from first.items()
+            return
         for key, obj in self._listing(prefix):
             yield key, obj["LastModified"].astimezone(dt.UTC)
+
+    def received_first(self, name: str) -> dt.datetime | None:
+        """When the store first received the bytes ``name`` holds now: the oldest version with the same
+        ETag (a re-PUT of the same bytes makes a new version with a new ``LastModified``; a versioned bucket
+        keeps the first, and Object Lock keeps anyone from deleting it). None where versions cannot be listed.
+
+        ``LastModified`` of the current version is what ``get_timed`` gives; this costs a listing, so the
+        repository asks only when that time makes a backup look back-dated (drtool/repo/repository.py)."""
+        try:
+            return (self._first_received(name) or {}).get(name)
+        except StoreUnavailable:
+            return None
+
+    def _first_received(self, prefix: str) -> dict[str, dt.datetime] | None:
+        full = self._root + (self._check_name(prefix) if prefix else "")
+        pages = self._client.get_paginator("list_object_versions").paginate(Bucket=self.bucket, Prefix=full)
+        versions: dict[str, list[dict[str, Any]]] = {}
+        current: dict[str, dict[str, Any]] = {}
+        with self._calling("list versions of", f"{prefix or 'objects'}*"):
+            for page in pages:
+                for entry in page.get("DeleteMarkers", ()):
+                    if entry.get("IsLatest"):
+                        current[entry["Key"]] = {}  # deleted: its older versions are not objects
+                for entry in page.get("Versions", ()):
+                    versions.setdefault(entry["Key"], []).append(entry)
+                    if entry.get("IsLatest"):
+                        current[entry["Key"]] = entry
+        out = {}
+        for key, latest in current.items():
+            if not latest or key.endswith("/"):
+                continue
+            same = [v["LastModified"] for v in versions[key] if v.get("ETag") == latest.get("ETag")]
+            out[key[len(self._root) :]] = min(same).astimezone(dt.UTC)
+        return out
 
     def exists(self, name: str) -> bool:
         return self._head(name) is not None

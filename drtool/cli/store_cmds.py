@@ -18,7 +18,7 @@ from drtool.crypto.slots import keyfile_text, new_keyfile_text
 from drtool.errors import IntegrityError, PartialBackup, SourceError, UsageError
 from drtool.files import create_private, refuse_existing
 from drtool.plugin.manager import get_plugin, load_plugins
-from drtool.repo.chains import find_point
+from drtool.repo.chains import PointPlan, find_point
 from drtool.repo.check import check as check_store
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
@@ -214,6 +214,8 @@ def check(
             console.print(f"[red]damaged pack {pack_id[:16]}: {err}[/]")
         for backup_id, why in report.flagged.items():
             console.print(f"[red]backup {backup_id} is flagged: {why}[/]")
+        for backup_id, why in report.compacted.items():
+            console.print(f"backup {backup_id}: {why}")
         for chunk_id, backups in report.missing_chunks.items():
             console.print(f"[red]missing chunk {chunk_id[:16]} (needed by {', '.join(backups)})[/]")
         for chunk_id, err in report.damaged_chunks.items():
@@ -268,6 +270,10 @@ def restore(
         str | None,
         typer.Option("--at", help="Point in time of a delta chain: a revision, a time (UTC) or 'latest'."),
     ] = None,
+    trust_compacted: Annotated[
+        bool,
+        typer.Option(help="With --at: also start from folded fulls the store received after the point."),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Restore a backup into a target. Example: drtool restore latest -p etcd -t data_dir=/var/lib/etcd-2
@@ -292,7 +298,10 @@ def restore(
         if namespace_map:
             parse_pairs(namespace_map, "namespace-map")  # each must be A=B
             options["namespace_map"] = ",".join(namespace_map)
-        backup = repo.find_backup(backup_id) if at is None else find_point(repo, plugin, backup_id, at)
+        if at is None:
+            backup: Manifest | PointPlan = repo.find_backup(backup_id)
+        else:
+            backup = find_point(repo, plugin, backup_id, at, trust_compacted=trust_compacted)
         if isinstance(backup, Manifest) and backup.flag:  # named by its id: the operator's choice, said aloud
             warn(f"backup {backup.id} is flagged: {backup.flag}")
         outcome = run_restore(

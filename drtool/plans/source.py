@@ -45,19 +45,20 @@ def _choose(
     # a trusted manifest's id time is at most its finish time plus the skew (drtool/repo/times.py)
     candidates = [i for i in repo.backup_ids() if before is None or id_time(i) < before + repo.max_skew]
     seen: list[Manifest] = [] if read is None else read
-    manifest = repo.newest_manifest(
-        candidates,
-        lambda m: (
+
+    def wanted(m: Manifest) -> bool:
+        return (
             not m.is_delta  # a delta is restored through its chain's full (`--at`), never alone
-            and m.trusted
             and (before is None or parse_time(m.finished) < before)
             and (not source.backup_set or m.backup_set == source.backup_set)
-        ),
-        seen,
-    )
+        )
+
+    manifest = repo.newest_manifest(candidates, lambda m: wanted(m) and m.trusted, seen)
+    if manifest is None and before is None:  # flagging never empties `latest` (Repository.despite_moved_times)
+        manifest = repo.despite_moved_times(seen, wanted)
     if manifest is not None:
         return manifest.id, manifest
-    wanted = " ".join(
+    what = " ".join(
         part
         for part in (
             f"before {before:%Y-%m-%dT%H:%M:%SZ}" if before else "",
@@ -66,6 +67,6 @@ def _choose(
         if part
     )
     raise NotFound(
-        f"store {repo.backend.url} holds no backup{' ' + wanted if wanted else ''}{flagged_note(seen)}",
+        f"store {repo.backend.url} holds no backup{' ' + what if what else ''}{flagged_note(seen)}",
         "see `drtool list`; run `drtool backup` first or change the plan's source",
     )

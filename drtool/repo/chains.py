@@ -10,12 +10,23 @@ This module is the core's part, independent of what positions mean: grouping man
 finding the base and the deltas for a point, and refusing a point the chain cannot reach, naming the
 missing range. Replaying the deltas is the plugin's job. Each link keeps the manifest it was read from, so
 a point-in-time restore reads every manifest once and passes the chosen ones on by value.
+
+Links are judged by when the store received them (``Manifest.stored``), not only by what they state: a key
+holder can write a link *now* with any stated position and time (docs/threat-model.md, "Chain links").
+- A full is used for a point only if the store held it by then: a time T (within ``max_clock_skew``), or
+  the time the store received revision R in the chain. A folded full written later (``drtool compact``, or
+  a forgery: they look alike) serves the points after it was stored, and earlier ones replay the chain;
+  ``trust_compacted`` (``--trust-compacted``) lifts that for folded fulls.
+- A link that reuses a seq (the first the store received keeps it), a delta received after a later link of
+  its chain, a fold that does not match the delta it folds, and a full claiming to start a chain it did not
+  start are never used (``review_links``; `drtool check` names them).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import logging
 import threading
 from collections.abc import Iterable, Sequence
 
@@ -23,6 +34,9 @@ from drtool.errors import IntegrityError, NotFound
 from drtool.points import LATEST, Point, parse_time
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
+from drtool.repo.times import DEFAULT_MAX_SKEW
+
+log = logging.getLogger(__name__)
 
 
 class ChainGap(IntegrityError):
@@ -43,6 +57,7 @@ class Link:
     last: int
     first_time: dt.datetime | None
     last_time: dt.datetime
+    stored: dt.datetime | None  # when the store received its manifest (its own clock), None when unknown
     manifest: Manifest = dataclasses.field(compare=False, repr=False)
 
     @classmethod
@@ -61,6 +76,7 @@ class Link:
             last=chain.last,
             first_time=parse_time(chain.first_time) if chain.first_time else None,
             last_time=parse_time(chain.last_time),
+            stored=manifest.stored,
             manifest=manifest,
         )
 
@@ -71,13 +87,16 @@ class Link:
 
 @dataclasses.dataclass
 class Chain:
-    """A chain's fulls (its first full, seq 0, and folded fulls) and its deltas, both by seq."""
+    """A chain's fulls (its first full, seq 0, and folded fulls) and its deltas, both by seq: the links a
+    restore may use. ``doubtful``: the chain's other links, by backup id, with why none is ever used."""
 
     base: str
     plugin: str
     backup_set: str | None
     fulls: list[Link]
     deltas: list[Link]
+    doubtful: dict[str, str] = dataclasses.field(default_factory=dict)
+    trust_compacted: bool = False
 
     @property
     def first_full(self) -> Link:
@@ -89,15 +108,29 @@ class Chain:
         links = [*self.fulls, *self.deltas]
         return max(links, key=lambda link: (link.seq, link.is_delta))
 
-    def reaches(self, point: Point) -> bool:
-        """Whether the chain starts at or before ``point`` (it may still end before it)."""
-        first = self.first_full
-        if point.position is not None:
-            return first.last <= point.position
-        return point.time is None or first.last_time <= point.time
+    def received(self, position: int) -> dt.datetime | None:
+        """When the store received revision ``position`` of this chain: the store time of the first full or
+        delta holding it (None when no link holds it, or the store gives no times)."""
+        holder = next((link for link in (self.first_full, *self.deltas) if link.last >= position), None)
+        return holder.stored if holder else None
 
-    def plan(self, point: Point) -> PointPlan:
-        """The full to start from and the deltas to replay to reach ``point``; refuses gaps and overshoots."""
+    def usable(self, full: Link, point: Point, horizon: dt.datetime | None) -> bool:
+        """Whether a restore of ``point`` may start from ``full``: it is at or before the point, and the store
+        held it by ``horizon`` (when the store held the point), or it is a folded full and compactions are
+        trusted (``--trust-compacted``)."""
+        if not _at_or_before(full, point):
+            return False
+        if horizon is None or full.stored is None or full.stored <= horizon:
+            return True
+        return self.trust_compacted and full.seq > 0
+
+    def reaches(self, point: Point, horizon: dt.datetime | None = None) -> bool:
+        """Whether the chain starts at or before ``point`` (it may still end before it), as the store held it."""
+        return self.usable(self.first_full, point, horizon)
+
+    def plan(self, point: Point, horizon: dt.datetime | None = None) -> PointPlan:
+        """The full to start from and the deltas to replay to reach ``point``; refuses gaps and overshoots.
+        ``horizon``: when the store held the point (``point_horizon``); fulls it received later are passed over."""
         tip = self.tip
         if point.position is not None and point.position > tip.last:
             raise NotFound(
@@ -111,8 +144,14 @@ class Chain:
                 f"{tip.last_time:%Y-%m-%dT%H:%M:%SZ} (revision {tip.last})",
                 "use --at latest to restore that point, or an earlier time",
             )
-        usable = [f for f in self.fulls if _at_or_before(f, point)]
-        base = max(usable, key=lambda f: f.seq)
+        usable = [f for f in self.fulls if self.usable(f, point, horizon)]
+        if not usable:
+            raise NotFound(
+                f"no full of chain {self.base} was in the store by {point.describe()}: its fulls were received later",
+                "restore a later point, or pass --trust-compacted to start from a folded full (docs/threat-model.md)",
+            )
+        base = max(usable, key=lambda f: (f.seq, f.stored or _EPOCH))
+        later = [f for f in self.fulls if f.seq > base.seq and _at_or_before(f, point)]
         deltas = []
         previous = base
         for delta in (d for d in self.deltas if d.seq > base.seq):
@@ -121,7 +160,10 @@ class Chain:
             previous = delta
             if _reached(delta, point):
                 break
-        return PointPlan(self, base, deltas, point)
+        return PointPlan(self, base, deltas, point, passed_over=later)
+
+
+_EPOCH = dt.datetime.min.replace(tzinfo=dt.UTC)
 
 
 def _at_or_before(full: Link, point: Point) -> bool:
@@ -164,25 +206,118 @@ class PointPlan:
     base: Link
     deltas: list[Link]
     point: Point
+    passed_over: list[Link] = dataclasses.field(default_factory=list)  # folded fulls received after the point
 
 
-def build_chains(links: Iterable[Link]) -> list[Chain]:
-    """Group links by chain, oldest chain first. A chain whose every full was pruned is dropped."""
-    by_base: dict[str, Chain] = {}
+def build_chains(
+    links: Iterable[Link], max_skew: dt.timedelta = DEFAULT_MAX_SKEW, *, trust_compacted: bool = False
+) -> list[Chain]:
+    """Group links by chain, oldest chain first, each link judged (``review_chain``). A chain whose every
+    full was pruned is dropped."""
+    by_base: dict[tuple[str, str], list[Link]] = {}
     for link in links:
-        chain = by_base.setdefault(link.base, Chain(link.base, link.plugin, link.backup_set, [], []))
-        (chain.deltas if link.is_delta else chain.fulls).append(link)
+        by_base.setdefault((link.plugin, link.base), []).append(link)
     chains = []
-    for chain in by_base.values():
-        if not chain.fulls:
-            continue
-        chain.fulls.sort(key=lambda f: f.seq)
-        chain.deltas.sort(key=lambda d: d.seq)
-        chains.append(chain)
+    for (plugin, base), members in by_base.items():
+        chain = review_chain(plugin, base, members, max_skew, trust_compacted)
+        if chain.fulls:
+            chains.append(chain)
     return sorted(chains, key=lambda c: (c.first_full.last_time, c.base))
 
 
-def choose_chain(chains: Sequence[Chain], point: Point) -> Chain:
+def review_chain(
+    plugin: str, base: str, links: Sequence[Link], max_skew: dt.timedelta, trust_compacted: bool = False
+) -> Chain:
+    """Sort one chain's links into those a restore may use and the doubtful ones, with why.
+
+    What the store's clock says of a genuine chain: one follower writes each seq once, in seq order, so
+    each delta is received before every later one; a fold (`drtool compact`) records the position and time
+    of the delta it folds, and is received after it. A key holder writing now can state anything, but
+    cannot receive a link in the past."""
+    first_seen = sorted(links, key=lambda link: (link.stored or _EPOCH, link.backup_id))
+    doubtful: dict[str, str] = {}
+    held: dict[tuple[str, int], Link] = {}
+    for link in first_seen:
+        if not link.is_delta and link.seq == 0 and link.backup_id != base:
+            doubtful[link.backup_id] = f"claims to start chain {base}, which backup {base} started"
+            continue
+        first = held.setdefault((link.kind, link.seq), link)
+        if first is not link and (link.is_delta or not trust_compacted):
+            doubtful[link.backup_id] = (
+                f"reuses seq {link.seq} of chain {base}, which {first.backup_id} holds "
+                f"(received {_when(first.stored)}, this one {_when(link.stored)})"
+            )
+    deltas = sorted((d for d in links if d.is_delta and d.backup_id not in doubtful), key=lambda d: d.seq)
+    earliest_after: Link | None = None
+    for delta in reversed(deltas):  # a delta received after a later delta of its chain was written later
+        if _later(delta, earliest_after, max_skew):
+            assert earliest_after is not None
+            doubtful[delta.backup_id] = (
+                f"delta seq {delta.seq} of chain {base} was received {_when(delta.stored)}, after delta seq "
+                f"{earliest_after.seq} ({earliest_after.backup_id}, received {_when(earliest_after.stored)})"
+            )
+        elif earliest_after is None or _later(earliest_after, delta, dt.timedelta(0)):
+            earliest_after = delta
+    by_seq = {d.seq: d for d in deltas if d.backup_id not in doubtful}
+    for full in (f for f in links if not f.is_delta and f.seq > 0 and f.backup_id not in doubtful):
+        folded = by_seq.get(full.seq)
+        if folded is not None and (
+            (full.last, full.last_time) != (folded.last, folded.last_time) or _later(folded, full, max_skew)
+        ):
+            doubtful[full.backup_id] = (
+                f"a folded full of chain {base} at seq {full.seq} that does not match the delta it folds "
+                f"({folded.backup_id}: revision {folded.last}, {_at(folded.last_time)}, received "
+                f"{_when(folded.stored)}; the fold says revision {full.last}, {_at(full.last_time)}, received "
+                f"{_when(full.stored)})"
+            )
+    kept = [link for link in links if link.backup_id not in doubtful]
+    fulls = sorted((f for f in kept if not f.is_delta), key=lambda f: (f.seq, f.stored or _EPOCH))
+    chain_deltas = sorted((d for d in kept if d.is_delta), key=lambda d: d.seq)
+    first = links[0]
+    return Chain(base, plugin, first.backup_set, fulls, chain_deltas, doubtful, trust_compacted)
+
+
+def _later(link: Link, other: Link | None, slack: dt.timedelta) -> bool:
+    """Whether the store received ``link`` more than ``slack`` after ``other`` (False when a time is unknown)."""
+    if other is None or link.stored is None or other.stored is None:
+        return False
+    return link.stored - other.stored > slack
+
+
+def _at(moment: dt.datetime) -> str:
+    return f"{moment:%Y-%m-%dT%H:%M:%S}Z"
+
+
+def _when(moment: dt.datetime | None) -> str:
+    return _at(moment) if moment else "at an unknown time"
+
+
+def late_folds(chain: Chain, max_skew: dt.timedelta) -> dict[str, str]:
+    """The folded fulls of ``chain`` received after the point they hold (every `drtool compact` writes
+    one, and so can a key holder): a restore of a point before that uses them only with --trust-compacted."""
+    out = {}
+    for full in chain.fulls:
+        if full.seq > 0 and full.stored is not None and full.stored - full.last_time > max_skew:
+            out[full.backup_id] = (
+                f"folded full of chain {chain.base} at seq {full.seq} (revision {full.last}, {_at(full.last_time)}) "
+                f"was received {_at(full.stored)}: points before then replay the chain instead, unless "
+                "--trust-compacted"
+            )
+    return out
+
+
+def point_horizon(chains: Sequence[Chain], point: Point, max_skew: dt.timedelta) -> dt.datetime | None:
+    """When the store held ``point``: a time plus the clock skew; for a revision, the earliest any chain
+    received it (a chain written later that claims it too is not believed); None for ``latest``."""
+    if point.time is not None:
+        return point.time + max_skew
+    if point.position is None:
+        return None
+    received = [t for c in chains if (t := c.received(point.position)) is not None]
+    return min(received) + max_skew if received else None
+
+
+def choose_chain(chains: Sequence[Chain], point: Point, horizon: dt.datetime | None = None) -> Chain:
     """The chain holding ``point``: the newest chain that starts at or before it.
 
     A point after one chain's tip and before the next chain's start is in a gap (the follower lost the
@@ -192,7 +327,13 @@ def choose_chain(chains: Sequence[Chain], point: Point) -> Chain:
         raise NotFound("no delta chain in the store for this backup set", "run `drtool follow` first")
     if point.latest:
         return chains[-1]
-    candidates = [c for c in chains if c.reaches(point)]
+    candidates = [c for c in chains if c.reaches(point, horizon)]
+    if not candidates and any(c.reaches(point) for c in chains):
+        raise NotFound(
+            f"no full snapshot at or before {point.describe()} was in the store by then: the fulls that hold it "
+            "were received later (folded by `drtool compact`, or forged), and the links before them are gone",
+            "if you folded the chain yourself, pass --trust-compacted (docs/threat-model.md); or pick a later point",
+        )
     if not candidates:
         first = chains[0].first_full
         raise NotFound(
@@ -215,8 +356,21 @@ def choose_chain(chains: Sequence[Chain], point: Point) -> Chain:
     return chain
 
 
-def plan_point(chains: Sequence[Chain], point: Point) -> PointPlan:
-    return choose_chain(chains, point).plan(point)
+def plan_point(chains: Sequence[Chain], point: Point, max_skew: dt.timedelta = DEFAULT_MAX_SKEW) -> PointPlan:
+    horizon = point_horizon(chains, point, max_skew)
+    chain = choose_chain(chains, point, horizon)
+    plan = chain.plan(point, horizon)
+    for backup_id, why in chain.doubtful.items():
+        log.warning("backup %s is not used: %s (`drtool check`; docs/threat-model.md)", backup_id, why)
+    for fold in plan.passed_over:
+        log.warning(
+            "folded full %s is not used for %s: the store received it at %s, after that point "
+            "(--trust-compacted uses it)",
+            fold.backup_id,
+            point.describe(),
+            _when(fold.stored),
+        )
+    return plan
 
 
 class ChainReader:
@@ -227,8 +381,9 @@ class ChainReader:
     manifest is read at most once; those in ``known`` (already read by the caller) are not read again.
     """
 
-    def __init__(self, repo: Repository, known: Sequence[Manifest] = ()) -> None:
+    def __init__(self, repo: Repository, known: Sequence[Manifest] = (), *, trust_compacted: bool = False) -> None:
         self.repo = repo
+        self.trust_compacted = trust_compacted
         self._known = {m.id: m for m in known}
         self._links: list[Link] | None = None
         self._lock = threading.Lock()
@@ -256,7 +411,7 @@ class ChainReader:
                 url = self.repo.backend.url
                 raise NotFound(f"store {url} holds no delta chain of plugin {plugin}", "run `drtool follow`")
             newest = max(links, key=lambda link: (link.last_time, link.seq))
-            return build_chains(link for link in links if link.backup_set == newest.backup_set)
+            return self._build(link for link in links if link.backup_set == newest.backup_set)
         backup_id = ref.id if isinstance(ref, Manifest) else self.repo.resolve(ref)
         mine = next((link for link in links if link.backup_id == backup_id), None)
         if mine is None:
@@ -264,12 +419,15 @@ class ChainReader:
                 f"backup {backup_id} is not part of a delta chain of plugin {plugin}",
                 "--at needs a chain written by `drtool follow`; restore `latest` with --at",
             )
-        return build_chains(link for link in links if link.base == mine.base)
+        return self._build(link for link in links if link.base == mine.base)
+
+    def _build(self, links: Iterable[Link]) -> list[Chain]:
+        return build_chains(links, self.repo.max_skew, trust_compacted=self.trust_compacted)
 
     def find_point(self, plugin: str, ref: str | Manifest, at: str | int) -> PointPlan:
         """The full and the deltas that reach point ``at`` (``Point.parse``) of the chain ``ref`` names."""
         point = Point.parse(at)  # a bad point is refused before any manifest is read
-        return plan_point(self.chains(plugin, ref), point)
+        return plan_point(self.chains(plugin, ref), point, self.repo.max_skew)
 
 
 def read_links(repo: Repository, plugin: str) -> list[Link]:
@@ -277,6 +435,20 @@ def read_links(repo: Repository, plugin: str) -> list[Link]:
     return ChainReader(repo).links(plugin)
 
 
-def find_point(repo: Repository, plugin: str, ref: str | Manifest, at: str | int) -> PointPlan:
+def find_point(
+    repo: Repository, plugin: str, ref: str | Manifest, at: str | int, *, trust_compacted: bool = False
+) -> PointPlan:
     """``ChainReader.find_point`` for one point (a ``ref`` given as a manifest is not read again)."""
-    return ChainReader(repo, [ref] if isinstance(ref, Manifest) else []).find_point(plugin, ref, at)
+    known = [ref] if isinstance(ref, Manifest) else []
+    return ChainReader(repo, known, trust_compacted=trust_compacted).find_point(plugin, ref, at)
+
+
+def review_links(links: Iterable[Link], max_skew: dt.timedelta) -> tuple[dict[str, str], dict[str, str]]:
+    """For `drtool check`: the doubtful links of every chain (never used), and the folded fulls received
+    after the point they hold (used for later points only), each by backup id with why."""
+    doubtful: dict[str, str] = {}
+    folds: dict[str, str] = {}
+    for chain in build_chains(links, max_skew):
+        doubtful.update(chain.doubtful)
+        folds.update(late_folds(chain, max_skew))
+    return doubtful, folds

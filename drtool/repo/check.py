@@ -20,6 +20,7 @@ import numpy as np
 from drtool.errors import DrtoolError
 from drtool.progress import NullProgress, Progress
 from drtool.repo import layout
+from drtool.repo.chains import Link, review_links
 from drtool.repo.loose import LooseStore
 from drtool.repo.pack import BlobEntry, parse_header
 from drtool.repo.pack_index import Located, hex_ids
@@ -35,8 +36,11 @@ class CheckReport:
     chunks_present: int = 0
     chunks_read: int = 0
     bad_manifests: dict[str, str] = dataclasses.field(default_factory=dict)
-    # backups whose stated times disagree with the store's clock (drtool/repo/times.py): possibly forged
+    # backups whose stated times disagree with the store's clock (drtool/repo/times.py): possibly forged;
+    # and chain links no restore uses (a reused seq, received out of order: drtool/repo/chains.py)
     flagged: dict[str, str] = dataclasses.field(default_factory=dict)
+    # folded fulls received after the point they hold: used for later points only (not an error)
+    compacted: dict[str, str] = dataclasses.field(default_factory=dict)
     missing_chunks: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # chunk -> backups
     damaged_chunks: dict[str, str] = dataclasses.field(default_factory=dict)  # chunk -> error
     orphan_chunks: list[str] = dataclasses.field(default_factory=list)
@@ -69,6 +73,7 @@ def check(
     report = CheckReport()
     progress = progress or NullProgress()
     referenced: dict[str, list[str]] = {}
+    links: list[Link] = []
     for backup_id in repo.backup_ids():
         report.backups += 1
         try:
@@ -78,9 +83,13 @@ def check(
             continue
         if manifest.flag:
             report.flagged[backup_id] = manifest.flag
+        elif (link := Link.of(manifest)) is not None:
+            links.append(link)
         for entry in manifest.artifacts:
             for chunk_id, _ in entry.chunks:
                 referenced.setdefault(chunk_id, []).append(backup_id)
+    doubtful, report.compacted = review_links(links, repo.max_skew)
+    report.flagged.update(doubtful)
     leftovers = getattr(repo.backend, "leftover_temp_files", None)
     report.leftover_temp_files = leftovers() if leftovers else []
     if isinstance(repo.chunks, PackedStore):

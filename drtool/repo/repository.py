@@ -217,7 +217,17 @@ class Repository:
         manifest = Manifest.decode(plain, backup_id)
         if manifest.store_id != self.config.store_id:
             raise IntegrityError(f"manifest {backup_id} belongs to store {manifest.store_id}")
-        return manifest.mark(stored, self.judge(manifest, stored), sealer.generation)
+        flag = self.judge(manifest, stored)
+        first = self._received_first(backup_id) if flag is not None and stored is not None else None
+        if first is not None and stored is not None and first < stored:  # the same bytes, received earlier
+            stored, flag = first, self.judge(manifest, first)
+        return manifest.mark(stored, flag, sealer.generation)
+
+    def _received_first(self, backup_id: str) -> dt.datetime | None:
+        """When a versioned store first received the manifest's current bytes (S3: its oldest version with
+        the same ETag), or None: a re-PUT of the same bytes must not make a genuine backup look back-dated."""
+        received_first = getattr(self.backend, "received_first", None)
+        return received_first(layout.manifest(backup_id)) if received_first else None
 
     def judge(self, manifest: Manifest, stored: dt.datetime | None) -> str | None:
         """Why ``manifest``'s times are not believed, given when the store received it (drtool/repo/times.py)."""
@@ -257,11 +267,43 @@ class Repository:
             return manifest
         seen: list[Manifest] = [] if read is None else read
         newest = self.newest_manifest(self.backup_ids(), lambda m: not m.is_delta and m.trusted, seen)
+        newest = newest or self.despite_moved_times(seen, lambda m: not m.is_delta)
         if newest is None:
             note = flagged_note(seen)
             what = f"no backup to restore{note}" if note else "no backups yet"
             raise NotFound(f"store {self.backend.url} holds {what}", NO_BACKUP_HINT)
         return newest
+
+    def despite_moved_times(self, read: list[Manifest], accept: Callable[[Manifest], bool]) -> Manifest | None:
+        """`latest` when no backup ``accept`` takes is trusted: the newest of them that is flagged only as
+        back-dated, with a warning, or None.
+
+        A store's time can only move *later* (a copy, a file replaced, a ``chmod`` where the filesystem keeps
+        no birth time), never earlier; so when every candidate looks back-dated the anchor moved, and
+        flagging must not leave `latest` empty. This trusts no forgery more than a key holder already gets:
+        one who writes a backup *now* with honest times makes it `latest` anyway, and a writer without the
+        key cannot write a manifest at all. Dated into the future, or inconsistent: never chosen.
+        ``latest-before`` has no such fallback (a back-dated forgery is exactly what would steer it)."""
+        moved = [m for m in read if accept(m) and not m.trusted and self.only_back_dated(m)]
+        if not moved:
+            return None
+        chosen = max(moved, key=lambda m: m.id)
+        log.warning(
+            "no candidate for latest is vouched for by the store's clock: %d look back-dated, so its times moved "
+            "(a copied store, files replaced, or a chmod on a filesystem without birth times); using the newest "
+            "by its id, %s (`drtool check` lists them; docs/threat-model.md)",
+            len(moved),
+            chosen.id,
+        )
+        return chosen
+
+    def only_back_dated(self, manifest: Manifest) -> bool:
+        """Whether ``manifest`` is flagged for its store time alone: judged as if received when it says it
+        finished, nothing is wrong with it."""
+        if manifest.stored is None or manifest.trusted:
+            return False
+        finished = times.parse_time(manifest.finished)
+        return manifest.stored > finished and self.judge(manifest, finished) is None
 
     def newest_manifest(
         self, ids: list[str], accept: Callable[[Manifest], bool], read: list[Manifest] | None = None

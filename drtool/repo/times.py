@@ -2,8 +2,9 @@
 
 A manifest states when its backup started and finished; anyone holding the key (the CronJob's key file)
 can write one with any times, and `latest`, `latest-before` and retention all go by them. What a writer
-cannot choose is when the store received the object: S3 sets ``LastModified``, a filesystem the inode's
-change time. A genuine backup writes its manifest right after it finishes, so its stated finish is within
+cannot choose is when the store received the object: S3 sets ``LastModified`` (the first version of the same
+bytes counts), a filesystem the file's birth time (drtool/backends/birth.py), which no ``chmod``, ``touch``
+or rename moves. A genuine backup writes its manifest right after it finishes, so its stated finish is within
 the clocks' skew of that server time; a manifest dated into the future or the past is not. Such a manifest
 is *flagged*: listed with the reason, never chosen by `latest`/`latest-before`, counted by no retention
 rule and never forgotten by one (docs/threat-model.md, "Forged backup times").
