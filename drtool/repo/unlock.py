@@ -117,7 +117,7 @@ def _notices(opened: Unlocked, pin: Pin | None, store_id: str) -> list[str]:
     notices = []
     if opened.trust.retired_by:
         notices.append(
-            f"THIS KEY WAS RETIRED: the owner of store {store_id} rotated its key ({opened.trust.retired_by}); the "
+            f"THIS KEY WAS RETIRED: the key records of store {store_id} retire it ({opened.trust.retired_by}); the "
             f"credential you gave opens generation {opened.trust.generation}, which reads only backups written "
             "before then and writes nothing. Ask the store's owner for a credential of the current key."
         )
