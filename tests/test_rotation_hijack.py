@@ -238,7 +238,10 @@ def test_the_cronjob_refuses_a_key_it_does_not_expect(site: Site) -> None:
     name an owner key of its own and sign its own rotation. A pod keeps no pins; the CronJob's spec names
     the key it expects (DRTOOL_EXPECT_KEY_CHECK, DRTOOL_EXPECT_KEY_GENERATION) and drtool writes under that
     key or not at all. Before: the variables were ignored and the backup went to the attacker's key."""
-    expect = {"DRTOOL_EXPECT_KEY_CHECK": site.key_check, "DRTOOL_EXPECT_KEY_GENERATION": "0"}
+    status = json.loads(site.operator("key", "status", "--json", check=True).stdout)
+    assert (status["key_check"], status["generation"], status["retired_by"]) == (site.key_check, 0, None)
+    assert status["owner_key"] and status["owner_credential"]
+    expect = {"DRTOOL_EXPECT_KEY_CHECK": status["key_check"], "DRTOOL_EXPECT_KEY_GENERATION": "0"}
     genuine = json.loads(site.backup(env=expect, check=True).stdout)["id"]
     old = site.cronjob_key()
     attacker = Ed25519PrivateKey.generate()
