@@ -188,6 +188,14 @@ def test_the_cronjobs_key_file_cannot_rotate(site: Site) -> None:
     assert_clean_error(refused, 5, "owner's credential")
     assert sorted((site.store / "keyring").iterdir()) == [site.store / "keyring" / "0000"]
     assert site.slots_kept() == kept and not new_keyfile.exists()
+    # a passphrase slot the key file adds is no owner credential: it holds the master key, not the owner key
+    own = {"DRTOOL_NEW_PASSPHRASE": "the attacker's own passphrase"}
+    site.cronjob("key", "add", "--passphrase", env=own, check=True)
+    via_own = site.operator(
+        "key", "rotate", "--keyfile", str(new_keyfile), env={"DRTOOL_PASSPHRASE": own["DRTOOL_NEW_PASSPHRASE"]}
+    )
+    assert_clean_error(via_own, 5, "owner's credential")
+    assert sorted((site.store / "keyring").iterdir()) == [site.store / "keyring" / "0000"]
 
 
 def test_a_planted_rotation_and_key_file_slot_are_ignored(site: Site) -> None:

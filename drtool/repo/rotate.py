@@ -100,9 +100,9 @@ def _require_owner(repo: Repository, records: list[keyring.Record], passphrase: 
     by_keyfile = repo.unlocked_with is not None and repo.unlocked_with.kind == "keyfile"
     if (has_owner and repo.owner is None) or (not has_owner and by_keyfile):
         raise WrongKey(
-            "rotating the key needs the store owner's credential (its passphrase or recovery shares); a key file, "
-            "which the backup CronJob holds, cannot rotate",
-            "run `drtool key rotate` with DRTOOL_PASSPHRASE or DRTOOL_RECOVERY_SHARES_FILE, not DRTOOL_KEYFILE",
+            "rotating the key needs the store owner's credential: a passphrase or recovery shares whose slot holds "
+            "the owner key; the credential given does not (a key file, which the backup CronJob holds, never does)",
+            "run `drtool key rotate` with the owner's DRTOOL_PASSPHRASE or DRTOOL_RECOVERY_SHARES_FILE",
         )
     if has_owner and not passphrase:
         raise UsageError(
