@@ -373,3 +373,48 @@ def test_shipped_cronjobs_name_their_key_and_refuse_hijacks(site: Site, tmp_path
     print(f"{rendering}, with the store's key, on a hijacked store: {refused.stderr.strip().splitlines()[-1]}")
     assert refused.returncode == 5 and "retired" in refused.stderr.splitlines()[-1], refused.stderr
     assert not list((site.store / "manifests").glob("*"))
+
+
+# --- a store made before owner keys ----------------------------------------------------------------------
+
+
+def test_a_store_made_before_owner_keys_gets_one_with_owner_init(cli: Cli, tmp_path: Path) -> None:
+    """A store whose first key record names no owner key (made before them) follows any rotation its key
+    records' MACs allow: the CronJob's hand-written one included (trust on first use, as before).
+    `drtool key owner-init`, run with the passphrase, writes keyring/owner; from then on the attack is
+    ignored as in a new store. The CronJob's key file cannot run it, and it runs once."""
+    site = Site(cli, tmp_path)
+    legacy = tmp_path / "legacy"  # the same store as drtool before owner keys would have made it
+    secret = slots.read_keyfile(site.keyfile.read_text(), "cronjob.key").secret
+    repo = Repository.init(open_backend(str(legacy)), keyfile_secret=secret, pins=PinStore(None))
+    repo.add_slot(slots.passphrase_slot(repo.key, PASSPHRASE))
+    shutil.rmtree(site.store)
+    legacy.rename(site.store)
+    site.store_id, site.key_check = repo.config.store_id, repo.key.key_check
+    site.keyfile.write_text(slots.keyfile_text(secret, repo.key))
+    assert json.loads(site.operator("key", "status", "--json", check=True).stdout)["owner_key"] is None
+
+    before = json.loads(site.backup(check=True).stdout)["id"]
+    assert_clean_error(site.cronjob("key", "owner-init", env={"DRTOOL_NEW_PASSPHRASE": PASSPHRASE}), 5, "owner")
+    upgraded = site.operator("key", "owner-init", env={"DRTOOL_NEW_PASSPHRASE": PASSPHRASE})
+    assert upgraded.returncode == 0, upgraded.stderr
+    print(f"\n{upgraded.stdout.strip()}")
+    again = site.operator("key", "owner-init", env={"DRTOOL_NEW_PASSPHRASE": PASSPHRASE})
+    assert_clean_error(again, 2, "already has owner key")
+
+    forge_rotation(site, site.cronjob_key())
+    ran = site.backup()
+    assert ran.returncode == 0, ran.stderr
+    assert any("not signed by the store's owner key" in w for w in warnings(ran.stderr)), ran.stderr
+    assert generation_of(site, json.loads(ran.stdout)["id"]) == 0
+    restored = site.cli.home / "restored"
+    site.operator("restore", before, "-p", "files", "-t", f"path={restored}", check=True)
+    assert [p.read_bytes() for p in restored.rglob("model.bin")] == [random.Random(25).randbytes(MIB)]
+
+    new_keyfile = cli.home / "new-cronjob.key"
+    new = {"DRTOOL_NEW_PASSPHRASE": NEW_PASSPHRASE}
+    rotated = site.operator("key", "rotate", "--passphrase", "--keyfile", str(new_keyfile), env=new)
+    assert rotated.returncode == 0, rotated.stderr
+    after = json.loads(site.backup(env={"DRTOOL_KEYFILE": str(new_keyfile)}, check=True).stdout)["id"]
+    shown = site.operator("show", after, "--json", env={"DRTOOL_PASSPHRASE": NEW_PASSPHRASE}, check=True)
+    assert json.loads(shown.stdout)["key_generation"] == 1
