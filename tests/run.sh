@@ -49,5 +49,5 @@ if [ "$(id -u)" = 0 ]; then  # test_image (root only): Debian base + pinned whee
   python -m tests.fixtures.image >/dev/null
 fi
 
-ruff check drtool plugins tests bench
+ruff check drtool plugins lab tests bench
 python -m pytest -q -p no:cacheprovider --durations=25 "$@"

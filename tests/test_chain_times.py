@@ -16,6 +16,7 @@ import pytest
 from drtool.errors import NotFound
 from drtool.plugin.contract import Point
 from drtool.repo.chains import ChainGap, Link, build_chains, late_folds, plan_point, review_links
+from tests.fixtures.core import Cli, assert_clean_error
 
 T0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 SKEW = dt.timedelta(minutes=5)
@@ -114,3 +115,7 @@ def test_a_chain_written_now_that_claims_an_old_start_is_not_chosen_for_an_old_p
     for point in (at_minute(5.5), "150"):
         result = plan([*genuine(), *forged], point)
         assert result.chain.base == BASE and result.base.backup_id == BASE, point
+
+
+def test_trust_compacted_goes_with_at(cli: Cli) -> None:
+    assert_clean_error(cli("restore", "latest", "-p", "etcd", "--trust-compacted"), 2, "goes with --at")

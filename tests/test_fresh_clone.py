@@ -40,6 +40,9 @@ def _clone(empty: Path) -> Path:
     return clone
 
 
+PACKAGES = ("drtool", "drtool_plugins", "drtool_lab")  # the product, its plugins, and the lab (lab/, in a clone)
+
+
 def _venv(folder: Path, clone: Path) -> Path:
     """A new environment with drtool installed from ``clone``; its dependencies are this test run's."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
@@ -49,7 +52,7 @@ def _venv(folder: Path, clone: Path) -> Path:
     install = [str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(clone)]
     subprocess.run(install, check=True, timeout=600, env=_env(folder))
     where = subprocess.run(
-        [str(python), "-c", "import drtool, drtool_plugins; print(drtool.__file__, drtool_plugins.__file__)"],
+        [str(python), "-c", f"import {', '.join(PACKAGES)}; print({', '.join(f'{p}.__file__' for p in PACKAGES)})"],
         capture_output=True, text=True, check=True, env=_env(folder), cwd=folder,
     )  # fmt: skip
     assert all(Path(p).is_relative_to(clone) for p in where.stdout.split()), where.stdout

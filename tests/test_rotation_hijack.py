@@ -188,6 +188,14 @@ def test_the_cronjobs_key_file_cannot_rotate(site: Site) -> None:
     assert_clean_error(refused, 5, "owner's credential")
     assert sorted((site.store / "keyring").iterdir()) == [site.store / "keyring" / "0000"]
     assert site.slots_kept() == kept and not new_keyfile.exists()
+    # a passphrase slot the key file adds is no owner credential: it holds the master key, not the owner key
+    own = {"DRTOOL_NEW_PASSPHRASE": "the attacker's own passphrase"}
+    site.cronjob("key", "add", "--passphrase", env=own, check=True)
+    via_own = site.operator(
+        "key", "rotate", "--keyfile", str(new_keyfile), env={"DRTOOL_PASSPHRASE": own["DRTOOL_NEW_PASSPHRASE"]}
+    )
+    assert_clean_error(via_own, 5, "owner's credential")
+    assert sorted((site.store / "keyring").iterdir()) == [site.store / "keyring" / "0000"]
 
 
 def test_a_planted_rotation_and_key_file_slot_are_ignored(site: Site) -> None:
@@ -238,7 +246,10 @@ def test_the_cronjob_refuses_a_key_it_does_not_expect(site: Site) -> None:
     name an owner key of its own and sign its own rotation. A pod keeps no pins; the CronJob's spec names
     the key it expects (DRTOOL_EXPECT_KEY_CHECK, DRTOOL_EXPECT_KEY_GENERATION) and drtool writes under that
     key or not at all. Before: the variables were ignored and the backup went to the attacker's key."""
-    expect = {"DRTOOL_EXPECT_KEY_CHECK": site.key_check, "DRTOOL_EXPECT_KEY_GENERATION": "0"}
+    status = json.loads(site.operator("key", "status", "--json", check=True).stdout)
+    assert (status["key_check"], status["generation"], status["retired_by"]) == (site.key_check, 0, None)
+    assert status["owner_key"] and status["owner_credential"]
+    expect = {"DRTOOL_EXPECT_KEY_CHECK": status["key_check"], "DRTOOL_EXPECT_KEY_GENERATION": "0"}
     genuine = json.loads(site.backup(env=expect, check=True).stdout)["id"]
     old = site.cronjob_key()
     attacker = Ed25519PrivateKey.generate()
@@ -362,3 +373,48 @@ def test_shipped_cronjobs_name_their_key_and_refuse_hijacks(site: Site, tmp_path
     print(f"{rendering}, with the store's key, on a hijacked store: {refused.stderr.strip().splitlines()[-1]}")
     assert refused.returncode == 5 and "retired" in refused.stderr.splitlines()[-1], refused.stderr
     assert not list((site.store / "manifests").glob("*"))
+
+
+# --- a store made before owner keys ----------------------------------------------------------------------
+
+
+def test_a_store_made_before_owner_keys_gets_one_with_owner_init(cli: Cli, tmp_path: Path) -> None:
+    """A store whose first key record names no owner key (made before them) follows any rotation its key
+    records' MACs allow: the CronJob's hand-written one included (trust on first use, as before).
+    `drtool key owner-init`, run with the passphrase, writes keyring/owner; from then on the attack is
+    ignored as in a new store. The CronJob's key file cannot run it, and it runs once."""
+    site = Site(cli, tmp_path)
+    legacy = tmp_path / "legacy"  # the same store as drtool before owner keys would have made it
+    secret = slots.read_keyfile(site.keyfile.read_text(), "cronjob.key").secret
+    repo = Repository.init(open_backend(str(legacy)), keyfile_secret=secret, pins=PinStore(None))
+    repo.add_slot(slots.passphrase_slot(repo.key, PASSPHRASE))
+    shutil.rmtree(site.store)
+    legacy.rename(site.store)
+    site.store_id, site.key_check = repo.config.store_id, repo.key.key_check
+    site.keyfile.write_text(slots.keyfile_text(secret, repo.key))
+    assert json.loads(site.operator("key", "status", "--json", check=True).stdout)["owner_key"] is None
+
+    before = json.loads(site.backup(check=True).stdout)["id"]
+    assert_clean_error(site.cronjob("key", "owner-init", env={"DRTOOL_NEW_PASSPHRASE": PASSPHRASE}), 5, "owner")
+    upgraded = site.operator("key", "owner-init", env={"DRTOOL_NEW_PASSPHRASE": PASSPHRASE})
+    assert upgraded.returncode == 0, upgraded.stderr
+    print(f"\n{upgraded.stdout.strip()}")
+    again = site.operator("key", "owner-init", env={"DRTOOL_NEW_PASSPHRASE": PASSPHRASE})
+    assert_clean_error(again, 2, "already has owner key")
+
+    forge_rotation(site, site.cronjob_key())
+    ran = site.backup()
+    assert ran.returncode == 0, ran.stderr
+    assert any("not signed by the store's owner key" in w for w in warnings(ran.stderr)), ran.stderr
+    assert generation_of(site, json.loads(ran.stdout)["id"]) == 0
+    restored = site.cli.home / "restored"
+    site.operator("restore", before, "-p", "files", "-t", f"path={restored}", check=True)
+    assert [p.read_bytes() for p in restored.rglob("model.bin")] == [random.Random(25).randbytes(MIB)]
+
+    new_keyfile = cli.home / "new-cronjob.key"
+    new = {"DRTOOL_NEW_PASSPHRASE": NEW_PASSPHRASE}
+    rotated = site.operator("key", "rotate", "--passphrase", "--keyfile", str(new_keyfile), env=new)
+    assert rotated.returncode == 0, rotated.stderr
+    after = json.loads(site.backup(env={"DRTOOL_KEYFILE": str(new_keyfile)}, check=True).stdout)["id"]
+    shown = site.operator("show", after, "--json", env={"DRTOOL_PASSPHRASE": NEW_PASSPHRASE}, check=True)
+    assert json.loads(shown.stdout)["key_generation"] == 1

@@ -44,16 +44,16 @@ def status(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] 
     """The store's current key generation and key check, its owner key, and whether the credential given
     opens the current key: what a CronJob's DRTOOL_EXPECT_KEY_CHECK and _GENERATION must say."""
     from drtool.crypto.owner import fingerprint
-    from drtool.repo import keyring, trust
+    from drtool.repo import trust
 
     repo = state(ctx).open_repo()
-    decision = trust.decide(keyring.read_records(repo.backend)[0])
+    decision = trust.of_store(repo.backend)
     info = {
         "store_id": repo.config.store_id,
         "generation": repo.trust.generation,
         "key_check": repo.key.key_check,
         "retired_by": repo.trust.retired_by,
-        "owner_key": fingerprint(decision.owner) if decision.owner else None,
+        "owner_key": fingerprint(repo.trust.owner_key) if repo.trust.owner_key else None,
         "owner_credential": repo.owner is not None,
         "why": decision.why(),
     }
@@ -66,6 +66,23 @@ def status(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] 
     if not info["retired_by"]:
         console.print("a backup CronJob of this key expects, in its environment:")
         typer.echo(f"DRTOOL_EXPECT_KEY_CHECK={info['key_check']}\nDRTOOL_EXPECT_KEY_GENERATION={info['generation']}")
+
+
+@app.command("owner-init")
+def owner_init(ctx: typer.Context) -> None:
+    """Give a store made before owner keys its owner key: from now on only a key record it signs makes a
+    new key generation (a rotation by the CronJob's key file is ignored). Needs the passphrase (or recovery
+    shares) and a passphrase for the new owner slot (DRTOOL_NEW_PASSPHRASE[_FILE]; may be the same one);
+    the slot that opened the store is then removed, so the passphrase opens the owner key."""
+    from drtool.repo.upgrade import give_owner_key
+
+    repo = state(ctx).open_repo()
+    done = give_owner_key(repo, _new_passphrase())
+    console.print(
+        f"store {repo.config.store_id}: owner key {done.fingerprint} signs key rotations after generation "
+        f"{repo.trust.generation}; new owner slot {done.slot.id}"
+        + (f", removed slot {done.removed}" if done.removed else "")
+    )
 
 
 @app.command()

@@ -290,6 +290,8 @@ def restore(
         raise UsageError("--approve, --approve-all and --approver go with --plan or --resume", "see docs/plans.md")
     if not backup_id or not plugin:
         raise UsageError("restore needs a backup and --plugin, or --plan FILE", "see `drtool restore --help`")
+    if trust_compacted and at is None:
+        raise UsageError("--trust-compacted goes with --at", "it says which folded fulls a point may start from")
     repo = state(ctx).open_repo()
     with progress() as prog:
         options = parse_pairs(option, "option")

@@ -1,5 +1,6 @@
-"""`drtool check`: is every backup restorable? Finds missing, damaged and orphaned chunks, and backups whose
-stated times disagree with the store's clock (flagged: possibly forged, drtool/repo/times.py).
+"""`drtool check`: is every backup restorable? Finds missing, damaged and orphaned chunks, backups whose
+stated times disagree with the store's clock (flagged: possibly forged, drtool/repo/times.py), and chain
+links no restore uses (a reused seq, received out of order: drtool/repo/chains.py).
 
 Without ``read_data`` it checks that every chunk a manifest names exists (names only, cheap: format 2
 reads the index and lists the packs); with it, every referenced chunk is downloaded, authenticated,

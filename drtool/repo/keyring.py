@@ -16,6 +16,11 @@ authenticated with an HMAC under the key it describes:
   previous record's hash and the config's: in a store with an owner key, only those count
   (drtool/repo/trust.py), so a holder of the master key alone (the CronJob) cannot rotate.
 
+- ``keyring/owner``, written once by ``drtool key owner-init`` in a store whose ``keyring/0000`` names no
+  owner key (made before owner keys): the owner key from its current generation on, MACed under that
+  generation's key and signed by the owner key (``upgrade_record``). Who writes it first is trusted on first
+  use (docs/threat-model.md).
+
 ``establish`` checks a key against these records and says which generation it is, what it retires, and
 whether a newer generation retired it.
 """
@@ -46,6 +51,8 @@ GEAR_KEYED = "permuted-v1"  # a keyed permutation of the table and a 63-bit seed
 _RECORD_NAME = re.compile(r"^keyring/(\d{4})(?:-[0-9a-f]{32})?$")
 _RECORD_MAC = "keyring-record"
 _RETIRE_MAC = "keyring-retires"
+_UPGRADE_MAC = "keyring-owner"
+UPGRADE = f"{RECORDS}owner"
 
 Record = dict[str, Any]
 
@@ -80,7 +87,7 @@ def digest(record: Record) -> str:
     return hashlib.sha256(json.dumps(record, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def owner_signed(record: Record, owner_public: str) -> bool:
+def owner_signed(record: Record, owner_public: object) -> bool:
     """Whether the store owner's key signed ``record`` (a rotation)."""
     return owner_key.verify(owner_public, _body(record), record.get("owner_sig"))
 
@@ -155,6 +162,42 @@ def rotation_record(
     return _signed(record, new, retiring=old)
 
 
+def upgrade_record(key: MasterKey, generation: int, config_bytes: bytes, owner: OwnerKey) -> Record:
+    """``keyring/owner``: ``owner`` signs the store's rotations after generation ``generation`` (``key``'s)."""
+    record: Record = {
+        "version": RECORD_VERSION,
+        "store_id": key.store_id,
+        "generation": generation,
+        "created": _now(),
+        "key_check": key.key_check,
+        "owner": owner.public,
+        "config_sha256": config_digest(config_bytes),
+    }
+    record["owner_sig"] = owner.sign(_body(record))
+    record["mac"] = key.mac(_UPGRADE_MAC, _body(record))
+    return record
+
+
+def upgrade_authentic(record: Record, key: MasterKey) -> bool:
+    """Whether ``keyring/owner`` was written by a holder of ``key`` (the generation it names)."""
+    return record.get("key_check") == key.key_check and key.verify_mac(_UPGRADE_MAC, _body(record), record.get("mac"))
+
+
+def read_upgrade(backend: Backend) -> tuple[Record | None, list[str]]:
+    """``keyring/owner`` when the store has one that parses and its owner key signed, and why not otherwise."""
+    try:
+        record = json.loads(backend.get(UPGRADE))
+        if not isinstance(record, dict) or not isinstance(record.get("generation"), int):
+            raise ValueError("not a key record")
+        if not owner_signed(record, record.get("owner")):
+            raise ValueError("its owner key did not sign it")
+    except NotFound:
+        return None, []
+    except (ValueError, TypeError) as exc:
+        return None, [f"{UPGRADE} ignored: {exc}"]
+    return record, []
+
+
 def write_record(backend: Backend, record: Record) -> None:
     """Create a record; records are written once (an existing one is never replaced)."""
     name = record_name(record["generation"], record["key_check"])
@@ -165,6 +208,8 @@ def read_records(backend: Backend) -> tuple[list[Record], list[str]]:
     """Every key record in the store, and a warning for each object under ``keyring/`` that is not one."""
     records, problems = [], []
     for name in sorted(backend.list(RECORDS)):
+        if name == UPGRADE:
+            continue  # read_upgrade
         match = _RECORD_NAME.match(name)
         try:
             if match is None:
@@ -191,6 +236,7 @@ class Trust:
     gear: str
     key_checks: list[str]  # of every generation up to this key's, oldest first
     retired_by: str | None = None  # when a newer generation retired this key (then it must not write)
+    owner_key: str | None = None  # the store's owner key (public half) the open decided on, if any
     warnings: list[str] = dataclasses.field(default_factory=list)
 
     def vouches_for(self, key_check: str) -> bool:

@@ -115,6 +115,7 @@ class Repository:
         keyring.write_record(backend, root)
         backend.put(layout.CONFIG, config_bytes, exclusive=True)  # last: a store without it does not exist yet
         trust = keyring.establish(key, [root], config_bytes)
+        trust.owner_key = root.get("owner")
         (pins or PinStore.default()).put(
             Pin(config.store_id, 0, key.key_check, keyring.config_digest(config_bytes), made[0].id, root.get("owner"))
         )

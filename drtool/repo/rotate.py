@@ -60,8 +60,9 @@ def rotate(
         raise UsageError("a rotated key needs a new passphrase or key file", "give --passphrase or --keyfile PATH")
     backend, old = repo.backend, repo.key
     config_bytes = Repository.config_bytes(backend)
-    records = trust.decide(keyring.read_records(backend)[0]).records
-    _require_owner(repo, records, passphrase)
+    decision = trust.of_store(backend)
+    records = decision.records
+    _require_owner(repo, decision.owner is not None, passphrase)
     previous = next((r for r in records if keyring.authentic(r, old)), {})
     with acquire(repo, "exclusive", "key rotate", wait=lock_wait) as lock:
         new = MasterKey.generate(repo.config.store_id)
@@ -85,8 +86,9 @@ def rotate(
             removed.append(slot.id)
         except StoreUnavailable as exc:
             kept[slot.id] = exc.message
-    decision = trust.decide(keyring.read_records(backend)[0])
+    decision = trust.of_store(backend)
     found = keyring.establish(new, decision.records, config_bytes)
+    found.owner_key = decision.owner
     digest = keyring.config_digest(config_bytes)
     pin = Pin(repo.config.store_id, found.generation, new.key_check, digest, added[0].id, decision.owner)
     (pins or PinStore.default()).put(pin)
@@ -94,15 +96,14 @@ def rotate(
     return Rotation(rotated, found.generation, added, removed, kept)
 
 
-def _require_owner(repo: Repository, records: list[keyring.Record], passphrase: str | None) -> None:
+def _require_owner(repo: Repository, has_owner: bool, passphrase: str | None) -> None:
     """Only the store's owner rotates: its owner key signs the record, and a new passphrase slot keeps it."""
-    has_owner = bool(records and records[0].get("owner"))
     by_keyfile = repo.unlocked_with is not None and repo.unlocked_with.kind == "keyfile"
     if (has_owner and repo.owner is None) or (not has_owner and by_keyfile):
         raise WrongKey(
-            "rotating the key needs the store owner's credential (its passphrase or recovery shares); a key file, "
-            "which the backup CronJob holds, cannot rotate",
-            "run `drtool key rotate` with DRTOOL_PASSPHRASE or DRTOOL_RECOVERY_SHARES_FILE, not DRTOOL_KEYFILE",
+            "rotating the key needs the store owner's credential: a passphrase or recovery shares whose slot holds "
+            "the owner key; the credential given does not (a key file, which the backup CronJob holds, never does)",
+            "run `drtool key rotate` with the owner's DRTOOL_PASSPHRASE or DRTOOL_RECOVERY_SHARES_FILE",
         )
     if has_owner and not passphrase:
         raise UsageError(

@@ -4,7 +4,10 @@
    bounds is named in a warning and skipped (drtool/crypto/slots.py).
 2. The key records are read and the trust decision is made before any key is used (drtool/repo/trust.py):
    in a store with an owner key, only the owner-signed chain counts, and it says which key checks are the
-   store's and which generation is current. Records outside it are named and ignored.
+   store's and which generation is current. Records outside it are named and ignored. In a store upgraded
+   by ``drtool key owner-init`` the owner key comes from ``keyring/owner``, which must authenticate under
+   the key of the generation it names (checked once a key opened; if not, it is ignored and the store is
+   judged as one without an owner key).
 3. Every slot the credentials open yields a key (drtool/crypto/credentials.py). A key is the store's only if
    the decision names its key check and its records authenticate under it (drtool/repo/keyring.py
    ``establish``). Else the slot was planted: named, skipped. A retired key is used only when the
@@ -23,7 +26,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 
 from drtool.backends.backend import Backend
 from drtool.crypto import slots
@@ -51,17 +53,25 @@ def unlock(backend: Backend, store_id: str, config_bytes: bytes, credentials: Cr
     warnings: list[str] = []
     usable = _usable_slots(backend, warnings)
     records, problems = keyring.read_records(backend)
-    warnings += [f"key record {p}" for p in problems]
-    decision = trust.decide(records)
-    warnings += decision.ignored
+    upgrade, upgrade_problems = keyring.read_upgrade(backend)
+    warnings += [f"key record {p}" for p in problems + upgrade_problems]
+    decision = trust.decide(records, upgrade)
     pin = pins.get(store_id)
     _check_config(pin, store_id, config_bytes)
-    candidates = credentials.candidates(store_id, usable, first=pin.slot if pin else None)
     if not any(r["generation"] == 0 for r in records):
-        opened = _adopt(backend, store_id, config_bytes, credentials, usable, list(candidates), pin, warnings)
+        candidates = list(credentials.candidates(store_id, usable, first=pin.slot if pin else None))
+        opened = _adopt(backend, store_id, config_bytes, credentials, usable, candidates, pin, warnings)
     else:
-        opened = _choose(backend, store_id, config_bytes, credentials, usable, candidates, decision, pin, warnings)
+        opened = _choose(backend, store_id, config_bytes, credentials, usable, decision, pin, warnings)
+        if decision.upgrade is not None and not _upgrade_authentic(opened, decision.upgrade):
+            # keyring/owner written without the key of the generation it names (planted): the store is judged
+            # as one without an owner key, once more, from its records
+            warnings.append(f"{keyring.UPGRADE} ignored: it does not authenticate under the store's key (planted?)")
+            decision = trust.decide(records)
+            opened = _choose(backend, store_id, config_bytes, credentials, usable, decision, pin, warnings)
     opened.decision = decision
+    opened.trust.owner_key = decision.owner
+    warnings += decision.ignored
     _check_owner(pin, store_id, decision)
     _check_expected(opened, credentials.expect, store_id)
     if opened.slot.authentic(opened.key) is False:
@@ -117,7 +127,7 @@ def _notices(opened: Unlocked, pin: Pin | None, store_id: str) -> list[str]:
     notices = []
     if opened.trust.retired_by:
         notices.append(
-            f"THIS KEY WAS RETIRED: the owner of store {store_id} rotated its key ({opened.trust.retired_by}); the "
+            f"THIS KEY WAS RETIRED: the key records of store {store_id} retire it ({opened.trust.retired_by}); the "
             f"credential you gave opens generation {opened.trust.generation}, which reads only backups written "
             "before then and writes nothing. Ask the store's owner for a credential of the current key."
         )
@@ -160,14 +170,14 @@ def _choose(
     config_bytes: bytes,
     credentials: Credentials,
     usable: list[slots.KeySlot],
-    candidates: Iterator[Opened],
     decision: trust.TrustDecision,
     pin: Pin | None,
     warnings: list[str],
 ) -> Unlocked:
-    """The first candidate that is the store's current key, else the first that is a retired one."""
+    """The first slot the credentials open whose key is the store's current one, else the first whose key is
+    a retired one."""
     ignored, retired = [], None
-    for opened in candidates:
+    for opened in credentials.candidates(store_id, usable, first=pin.slot if pin else None):
         try:
             chosen = _judge(backend, config_bytes, credentials, opened, decision, pin)
         except keyring.ForeignKey as exc:
@@ -201,6 +211,14 @@ def _judge(
     if pin is None and opened.vouched is None and credentials.expect is None:
         _check_opens_oldest(backend, opened)
     return Unlocked(opened.key, opened.slot, found, _owner(opened, decision))
+
+
+def _upgrade_authentic(opened: Unlocked, upgrade: keyring.Record) -> bool:
+    """Whether ``keyring/owner`` authenticates under the key of the generation it names (this key or one it
+    retired; a key older than that generation cannot tell, and does not take it)."""
+    keys = {opened.trust.generation: opened.key, **{r.generation: r.key for r in opened.key.retired}}
+    key = keys.get(upgrade["generation"])
+    return key is not None and keyring.upgrade_authentic(upgrade, key)
 
 
 def _owner(opened: Opened, decision: trust.TrustDecision) -> OwnerKey | None:
