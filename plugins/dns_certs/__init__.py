@@ -27,6 +27,7 @@ from . import deps as _deps
 from . import restore as _restore
 from . import verify as _verify
 from .lab import DnsCertsLab
+from .schema import SCHEMA
 
 __all__ = ["DnsCertsPlugin"]
 
@@ -36,6 +37,7 @@ class DnsCertsPlugin(BasePlugin):
 
     name = "dns-certs"
     description = "cert-manager certificates and their Secrets, CoreDNS, ExternalDNS, DNS zones (AXFR/RFC 2136)"
+    schema = SCHEMA
     lab = DnsCertsLab()
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)

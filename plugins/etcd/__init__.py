@@ -35,6 +35,7 @@ from . import follow as _follow
 from . import pitr as _pitr
 from . import verify as _verify
 from .lab import EtcdLab
+from .schema import SCHEMA
 
 __all__ = ["EtcdPlugin"]
 
@@ -44,6 +45,7 @@ class EtcdPlugin(BasePlugin):
 
     name = "etcd"
     description = "etcd v3 snapshot (Maintenance.Snapshot), restored with etcdutl into a new member"
+    schema = SCHEMA
     lab = EtcdLab()
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)

@@ -19,6 +19,8 @@ from drtool.errors import SourceError, UsageError
 from drtool.plugin.contract import BackupContext, BasePlugin, Check, Inventory, RestoreContext, RestoreResult
 from drtool.plugin.toolkit import archive, paths
 
+from .schema import SCHEMA
+
 ARTIFACT = "files.tar"
 ARCHIVE = f"files: {ARTIFACT}"
 MARKER = ".drtool-restored"
@@ -77,6 +79,7 @@ class _Counted:
 class FilesPlugin(BasePlugin):
     name = "files"
     description = "Files and directories (PKI, service-account keys, encryption config) as one tar"
+    schema = SCHEMA
 
     def discover(self, source: Mapping[str, Any]) -> Inventory:
         count, size = _walk(_paths(source))

@@ -19,6 +19,7 @@ from . import deps as _deps
 from . import restore as _restore
 from . import verify as _verify
 from .lab import GitLab
+from .schema import SCHEMA
 
 __all__ = ["GitPlugin"]
 
@@ -28,6 +29,7 @@ class GitPlugin(BasePlugin):
 
     name = "git"
     description = "git repositories (GitOps declarations): every branch and tag as a verified bundle"
+    schema = SCHEMA
     lab = GitLab()
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)

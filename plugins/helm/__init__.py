@@ -16,6 +16,7 @@ from . import backup as _backup
 from . import restore as _restore
 from . import verify as _verify
 from .lab import HelmLab
+from .schema import SCHEMA
 
 __all__ = ["HelmPlugin"]
 
@@ -25,6 +26,7 @@ class HelmPlugin(BasePlugin):
 
     name = "helm"
     description = "Helm releases (storage Secrets, every revision) and their charts (classic repos, OCI), restored"
+    schema = SCHEMA
     lab = HelmLab()
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)

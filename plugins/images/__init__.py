@@ -16,6 +16,7 @@ from drtool.plugin.contract import BasePlugin
 from . import backup as _backup
 from . import restore as _restore
 from .lab import ImagesLab
+from .schema import SCHEMA
 
 __all__ = ["ImagesPlugin"]
 
@@ -25,6 +26,7 @@ class ImagesPlugin(BasePlugin):
 
     name = "images"
     description = "container images and OCI artifacts by digest (every platform, referrers), pushed to a new registry"
+    schema = SCHEMA
     lab = ImagesLab()
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)

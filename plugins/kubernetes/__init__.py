@@ -23,6 +23,7 @@ from drtool.plugin.toolkit.kube.restore import restore_objects
 
 from . import backup as _backup
 from . import verify as _verify
+from .schema import SCHEMA
 
 __all__ = ["KubernetesPlugin"]
 
@@ -32,6 +33,8 @@ class KubernetesPlugin(BasePlugin):
 
     name = "kubernetes"
     description = "Kubernetes API objects (CRDs, custom resources, built-ins) as cleaned JSON, re-applied in order"
+    schema = SCHEMA
+    restores_cluster = True
     lab = SeededCluster()
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)

@@ -22,6 +22,7 @@ from . import deps as _deps
 from . import diff as _diff
 from . import restore as _restore
 from . import verify as _verify
+from .schema import SCHEMA
 
 __all__ = ["KueuePlugin"]
 
@@ -31,6 +32,7 @@ class KueuePlugin(BasePlugin):
 
     name = "kueue"
     description = "Kueue quotas and policies (flavors, cohorts, queues, checks), restored in dependency order"
+    schema = SCHEMA
     lab = SeededCluster()
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)

@@ -21,6 +21,7 @@ from . import deps as _deps
 from . import restore as _restore
 from . import verify as _verify
 from .lab import MlflowLab
+from .schema import SCHEMA
 
 __all__ = ["ModelRegistryPlugin"]
 
@@ -30,6 +31,7 @@ class ModelRegistryPlugin(BasePlugin):
 
     name = "model-registry"
     description = "MLflow model registry: models, versions, aliases, stages, linked runs and version files"
+    schema = SCHEMA
     lab = MlflowLab()
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)

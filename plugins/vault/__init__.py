@@ -19,6 +19,7 @@ from . import deps as _deps
 from . import restore as _restore
 from . import verify as _verify
 from .lab import VaultLab
+from .schema import SCHEMA
 
 __all__ = ["VaultPlugin"]
 
@@ -28,6 +29,7 @@ class VaultPlugin(BasePlugin):
 
     name = "vault"
     description = "OpenBao/Vault: raft snapshot + KV v2 export, unseal keys escrowed in the store"
+    schema = SCHEMA
     lab = VaultLab()
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)
