@@ -22,6 +22,9 @@ from drtool.plugin import settings
 from drtool.plugin.checks import CheckSettings, PlatformCheck, Verdict
 from drtool.plugin.contract import BasePlugin
 from drtool.plugin.manager import GROUP, load_plugins, registry
+from drtool.repo.repository import Repository
+from drtool.scheduler.runner import SetRunner
+from drtool.scheduler.sets import parse_backup_sets
 from tests.fixtures.core import Cli, assert_clean_error
 
 ROOT = Path(__file__).parents[1]
@@ -166,6 +169,14 @@ def test_a_config_source_with_a_misspelled_key_refuses_the_backup(cli: Cli, tmp_
     proc = cli("backup", "-p", "files")
     assert_clean_error(proc, 2, "sources.files: source key 'pahts' is unknown; did you mean 'paths'?")
     assert sorted(p.relative_to(store) for p in store.rglob("*")) == before
+
+
+def test_the_scheduler_refuses_a_set_with_a_misspelled_source_key_at_start(repo: Repository) -> None:
+    sets = parse_backup_sets(
+        {"pki": {"plugins": ["files"], "interval": "1h", "sources": {"files": {"path": ["/etc/pki"]}}}}, "config.yaml"
+    )
+    with pytest.raises(UsageError, match=r"backup set pki: sources.files: source key 'path' is unknown; did you mean"):
+        SetRunner(repo, sets, {})
 
 
 def test_restore_refuses_a_misspelled_target_pair(cli: Cli, tmp_path: Path) -> None:

@@ -1,14 +1,15 @@
 """Typed plugin settings: the keys a plugin's source, restore target and restore options accept.
 
 A plugin declares them as pydantic models (``Schema``), the way Home Assistant integrations declare their
-config schema, so `drtool plan validate`, the config loader and `drtool plugins --describe` can say
-"target key 'kubeconfg' is unknown; did you mean 'kubeconfig'?" before a restore runs, instead of the
-plugin silently ignoring a misspelled key at 3 a.m. Models are strict (``extra='forbid'``) and lenient
-about form only: values given as ``-t KEY=VALUE`` on the command line are strings, so a list also takes
-a comma-separated string and a flag "true"/"false" (drtool.plugin.toolkit.settings says the same).
+config schema, so `drtool plan validate`, every backup (the config's sources), `drtool restore -t/-o` and
+`drtool plugins --describe` can say "target key 'kubeconfg' is unknown; did you mean 'kubeconfig'?" before
+anything runs, instead of the plugin silently ignoring a misspelled key at 3 a.m. Models are strict
+(``extra='forbid'``) and lenient about form only: values given as ``-t KEY=VALUE`` on the command line are
+strings, so a list also takes a comma-separated string and a flag "true"/"false" (as
+drtool.plugin.toolkit.settings does).
 
-A plan value that is a ``${VARIABLE}`` not set at validation time is judged only by its key: its type is
-checked when the plan runs with the variable set.
+A plan value that is a ``${VARIABLE}`` not set at validation time is judged only by its key: the plugin
+reads its value when the plan runs with the variable set.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def schema_of(plugin: Any) -> Schema:
 
 
 def _unresolved(value: Any) -> bool:
-    """A plan's ``${VARIABLE}`` not set at validation time: its type is checked when it is set."""
+    """A plan's ``${VARIABLE}`` not set at validation time: its value is the plugin's to read once it is set."""
     return isinstance(value, str) and "${" in value
 
 
@@ -182,11 +183,11 @@ def check(plugin: Any, kind: Kind, value: Mapping[str, Any], where: str) -> None
         raise UsageError(f"{where}: {found[0].message}", f"`drtool plugins --describe {plugin.name}` lists its keys")
 
 
-def check_sources(plugins: Iterable[Any], sources: Mapping[str, Mapping[str, Any]]) -> None:
+def check_sources(plugins: Iterable[Any], sources: Mapping[str, Mapping[str, Any]], where: str = "") -> None:
     """Refuse a backup, before it writes anything, when a source setting of one of ``plugins`` is one its
-    schema does not accept (``sources`` as in the config: plugin name -> settings)."""
+    schema does not accept (``sources`` as in the config: plugin name -> settings; ``where``: whose they are)."""
     for plugin in plugins:
-        check(plugin, "source", sources.get(plugin.name) or {}, f"sources.{plugin.name}")
+        check(plugin, "source", sources.get(plugin.name) or {}, f"{where}sources.{plugin.name}")
 
 
 def describe(model: type[BaseModel]) -> list[dict[str, str]]:
