@@ -95,6 +95,7 @@ def test_values_of_the_wrong_type_are_refused_and_unset_variables_wait(tmp_path:
     assert any("option key 'existing'" in e and "'update'" in e for e in found), found
     text = plan_text("kubernetes", {}, {"workers": "${WORKERS}"}, variables={"WORKERS": "restore workers"})
     assert errors_of(tmp_path, text) == []  # checked when the plan runs with WORKERS set
+    assert errors_of(tmp_path, plan_text("etcd", {}, {"at": "2026-12-01T14:05:00Z"})) == []  # the executor's key
     # command-line forms: strings for flags and lists
     assert errors_of(tmp_path, plan_text("kubernetes", {}, {"dry_run": "true", "namespace_map": "a=b,c=d"})) == []
 
@@ -288,3 +289,13 @@ def test_the_cluster_plugin_is_the_contracts_not_a_name(tmp_path: Path) -> None:
     path.write_text(plan_text("kubernetes", {}, {}, checks=checks))
     left = checks_left_out(check_file(path, load_plugins()).require(), {"kubernetes": "no lab"})
     assert set(left) == {"serving"}
+
+
+def test_a_plugin_reads_its_settings_through_its_model(tmp_path: Path) -> None:
+    """The files plugin parses its mappings with its own models: a command-line list and a misspelled key."""
+    (tmp_path / "a").write_text("a")
+    (tmp_path / "b").write_text("bb")
+    files = registry().plugins["files"]
+    assert files.discover({"paths": f"{tmp_path / 'a'},{tmp_path / 'b'}"}).counts == {"files": 2}
+    with pytest.raises(UsageError, match="files: source key 'pahts' is unknown; did you mean 'paths'"):
+        files.discover({"pahts": [str(tmp_path)]})

@@ -60,8 +60,8 @@ def validate(loaded: LoadedPlan, installed: Collection[str]) -> LoadedPlan:
                         f"steps are: {', '.join(sorted(ids))}",
                     )
                 )
-    if isinstance(installed, Mapping):
-        problems += settings_problems(loaded, installed) + check_type_problems(loaded, installed)
+    plugins = installed if isinstance(installed, Mapping) else {}  # names only: no settings to check against
+    problems += settings_problems(loaded, plugins) + check_type_problems(loaded, plugins)
     cycle = find_cycle(plan.steps)
     if cycle and len(cycle) > 2:  # a step needing itself is reported above
         problems.append(
@@ -93,6 +93,10 @@ def validate(loaded: LoadedPlan, installed: Collection[str]) -> LoadedPlan:
     return loaded
 
 
+# ``with:`` keys the executor reads for every step, whatever its plugin: ``at``, a point of a delta chain
+CORE_OPTIONS = ("at",)
+
+
 def settings_problems(loaded: LoadedPlan, plugins: Mapping[str, Any]) -> list[Problem]:
     """Each step's target (the plan's block for its plugin, the step's own over it) and options (``with``)
     against its plugin's schema (drtool.plugin.settings): a misspelled key is an error with a suggestion."""
@@ -103,7 +107,7 @@ def settings_problems(loaded: LoadedPlan, plugins: Mapping[str, Any]) -> list[Pr
         schema = schema_of(plugins.get(step.uses))
         parts: tuple[tuple[Kind, dict[str, Any], str], ...] = (
             ("target", plan.target_for(step), "target"),
-            ("option", step.with_, "with"),
+            ("option", {k: v for k, v in step.with_.items() if k not in CORE_OPTIONS}, "with"),
         )
         for kind, value, block in parts:
             model = schema.model(kind)
@@ -112,6 +116,13 @@ def settings_problems(loaded: LoadedPlan, plugins: Mapping[str, Any]) -> list[Pr
                 in_step = block == "with" or key in step.target
                 line = loaded.line_of("steps", i, block, key) if in_step else loaded.line_of("target", step.uses, key)
                 found.append(Problem(line, f"plan step {step.id!r}: {problem.message}", _describe_hint(step.uses)))
+    for name in sorted(set(plan.target) - {s.uses for s in plan.steps}):  # a block no step reads yet
+        model, mapping = schema_of(plugins.get(name)).target, plan.target[name]
+        if model is None or not isinstance(mapping, Mapping):
+            continue
+        for problem in settings.problems(model, mapping, "target", partial=True):
+            line = loaded.line_of("target", name, problem.key)
+            found.append(Problem(line, f"plan target {name!r}: {problem.message}", _describe_hint(name)))
     return found
 
 

@@ -19,7 +19,7 @@ import difflib
 import types
 import typing
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError
 
@@ -27,6 +27,7 @@ from drtool.errors import UsageError
 from drtool.plugin.toolkit.settings import as_list
 
 Kind = Literal["source", "target", "option", "check"]
+Settings = TypeVar("Settings", bound=BaseModel)
 
 
 class PluginSettings(BaseModel):
@@ -181,6 +182,15 @@ def check(plugin: Any, kind: Kind, value: Mapping[str, Any], where: str) -> None
     found = problems(model, value, kind, partial=True) if model else []
     if found:
         raise UsageError(f"{where}: {found[0].message}", f"`drtool plugins --describe {plugin.name}` lists its keys")
+
+
+def read(model: type[Settings], value: Mapping[str, Any], kind: Kind, where: str) -> Settings:
+    """``value`` as ``model``, for a plugin that reads its settings typed; a one-line UsageError otherwise."""
+    try:
+        return model.model_validate(dict(value))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UsageError(f"{where}: {_problem(model, kind, first, _located(model, first)).message}") from None
 
 
 def check_sources(plugins: Iterable[Any], sources: Mapping[str, Mapping[str, Any]], where: str = "") -> None:

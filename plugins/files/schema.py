@@ -8,11 +8,11 @@ from drtool.plugin.settings import PluginSettings, Schema, StrList
 
 
 class Source(PluginSettings):
-    paths: StrList = Field(description="files and folders to back up")
+    paths: StrList = Field(default_factory=list, description="files and folders to back up (required)")
 
 
 class Target(PluginSettings):
-    path: str = Field(description="a new, empty folder to restore into")
+    path: str | None = Field(None, description="a new, empty folder to restore into (required)")
 
 
 class Options(PluginSettings):
