@@ -51,6 +51,7 @@ def test_a_plugin_states_only_what_it_has() -> None:
     assert not isinstance(plugin, contract.FollowSupport)
     assert plugin.dependencies(None, {}) == [] and plugin.discover({}).counts == {}  # type: ignore[arg-type]
     assert plugin.lab is None
+    assert plugin.schema is None and plugin.platform_checks() == () and not plugin.restores_cluster
 
 
 DIFFERS = sorted(name for name in BUILT_IN if isinstance(registry().plugins[name], contract.DiffSupport))

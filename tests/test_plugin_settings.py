@@ -25,6 +25,7 @@ from drtool.plugin.manager import GROUP, load_plugins, registry
 from drtool.repo.repository import Repository
 from drtool.scheduler.runner import SetRunner
 from drtool.scheduler.sets import parse_backup_sets
+from drtool.shards import run_shard_backup
 from tests.fixtures.core import Cli, assert_clean_error
 
 ROOT = Path(__file__).parents[1]
@@ -170,6 +171,15 @@ def test_a_config_source_with_a_misspelled_key_refuses_the_backup(cli: Cli, tmp_
     proc = cli("backup", "-p", "files")
     assert_clean_error(proc, 2, "sources.files: source key 'pahts' is unknown; did you mean 'paths'?")
     assert sorted(p.relative_to(store) for p in store.rglob("*")) == before
+
+
+def test_a_shard_worker_refuses_a_misspelled_source_key_before_writing(repo: Repository) -> None:
+    before = sorted(repo.backend.list(""))
+    with pytest.raises(UsageError, match=r"sources\.checkpoints: source key 'sorces' is unknown; did you mean"):
+        run_shard_backup(
+            repo, [registry().plugins["checkpoints"]], {"checkpoints": {"sorces": []}}, job="j1", index=0, count=2
+        )
+    assert sorted(repo.backend.list("")) == before
 
 
 def test_the_scheduler_refuses_a_set_with_a_misspelled_source_key_at_start(repo: Repository) -> None:
