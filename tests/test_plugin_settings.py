@@ -16,7 +16,7 @@ import yaml
 from pydantic import Field
 
 from drtool.errors import UsageError
-from drtool.plans.checks import checks_left_out, run_checks
+from drtool.plans.checks import checks_left_out, run_checks, summary_of
 from drtool.plans.validate import check_file
 from drtool.plugin import settings
 from drtool.plugin.checks import CheckSettings, PlatformCheck, Verdict
@@ -271,6 +271,7 @@ def test_a_plugin_contributes_a_check_that_runs(tmp_path: Path, third_party: Non
     path.write_text(plan_text("files", {}, {}, checks=checks))
     loaded = check_file(path, load_plugins())
     assert not loaded.errors, loaded.errors
+    assert summary_of(loaded.require().checks[0]) == f"{marker} holds 'up'"  # the runbook's line, the plugin's words
     results = {r.name: r for r in run_checks(loaded.require())}
     assert results["up"].ok and results["up"].detail == f"{marker} holds 'up'" and results["up"].green_s is not None
     assert not results["down"].ok and "lacks 'down'" in results["down"].detail

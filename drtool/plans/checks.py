@@ -10,6 +10,7 @@ at once (they mostly wait), each timed on the run's clock so a report can say wh
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -17,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import requests
+from pydantic import ValidationError
 
 from drtool.errors import DrtoolError, UsageError
 from drtool.plans.platform import gc_stable, kueue_admits, no_reissue, training_resumes, workloads_ready
@@ -138,6 +140,15 @@ def _runner(check: PlanCheck) -> Runner:
     return lambda entry, context, watch: contribution.run(
         contribution.settings.model_validate(entry.settings()), context, watch
     )
+
+
+def summary_of(check: PlanCheck) -> str:
+    """What ``check`` proves, in one line (a contributed check's own ``summary``, once its plugin parses it)."""
+    contribution = contributed(load_plugins()).get(check.type) if isinstance(check, ContributedCheck) else None
+    if isinstance(check, ContributedCheck) and contribution is not None:
+        with contextlib.suppress(ValidationError):
+            return contribution.settings.model_validate(check.settings()).summary()
+    return check.summary()
 
 
 RUNNERS: dict[type, Runner] = {
