@@ -190,10 +190,12 @@ def test_the_scheduler_refuses_a_set_with_a_misspelled_source_key_at_start(repo:
         SetRunner(repo, sets, {})
 
 
-def test_restore_refuses_a_misspelled_target_pair(cli: Cli, tmp_path: Path) -> None:
+def test_restore_and_diff_refuse_a_misspelled_target_pair(cli: Cli, tmp_path: Path) -> None:
     cli("init", "--store", str(tmp_path / "store"), check=True)
     proc = cli("--store", str(tmp_path / "store"), "restore", "latest", "-p", "git", "-t", "pth=/srv/git")
     assert_clean_error(proc, 2, "-t: target key 'pth' is unknown; did you mean 'path'?")
+    proc = cli("--store", str(tmp_path / "store"), "diff", "latest", "-p", "kueue", "-t", "kubeconfg=/k")
+    assert_clean_error(proc, 2, "-t: target key 'kubeconfg' is unknown; did you mean 'kubeconfig'?")
 
 
 def test_describe_lists_each_part_with_types_defaults_and_meaning(cli: Cli) -> None:
