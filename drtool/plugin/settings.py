@@ -36,7 +36,7 @@ class PluginSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _secret_file(path: str) -> str:
+def check_secret_file(path: str) -> str:
     """Every ``*_file`` setting that names a file holding a secret passes here: the one place a path policy
     (which files a plan may name) applies to all plugins at once."""
     if not path.strip():
@@ -45,7 +45,7 @@ def _secret_file(path: str) -> str:
 
 
 # a path to a file holding a secret (a token, a key, unseal keys); declare ``*_file`` secret fields with it
-SecretFile = Annotated[str, AfterValidator(_secret_file)]
+SecretFile = Annotated[str, AfterValidator(check_secret_file)]
 # a list from a YAML list or a comma-separated string (``-t include_namespaces=a,b``)
 StrList = Annotated[list[str], BeforeValidator(lambda v: as_list(v) if v is None or isinstance(v, str) else v)]
 # a mapping ``{old: new}`` or its command-line form ``"old=new,old2=new2"`` (checked by the plugin)
