@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from drtool.errors import SourceError
 from drtool.plugin.contract import Plugin
+from drtool.plugin.settings import check_sources
 from drtool.progress import Progress
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
@@ -34,6 +35,7 @@ def run_backup(
 
     ``lock_wait``: seconds to wait for a prune holding the store exclusively before giving up.
     """
+    check_sources(plugins, sources)
     with BackupSession(repo, backup_set=backup_set, tags=tags, progress=progress, lock_wait=lock_wait) as session:
         for plugin in plugins:
             log.debug("backup: running plugin %s", plugin.name)

@@ -19,6 +19,7 @@ from typing import Any
 
 from drtool.errors import UsageError
 from drtool.plugin.contract import FollowSupport, Plugin, WriteLink
+from drtool.plugin.settings import check_sources
 from drtool.repo.chains import Link
 from drtool.repo.manifest import ChainLink, Manifest, PluginOutcome, utc_now
 from drtool.repo.repository import Repository
@@ -143,5 +144,6 @@ def run_follow(repo: Repository, plugin: Plugin, source: Mapping[str, Any], sess
             f"plugin {plugin.name} has no continuous backup mode",
             "`drtool follow` works with plugins that follow a log (`FollowSupport`, docs/plugins.md)",
         )
+    check_sources([plugin], {plugin.name: source})
     plugin.follow(source, session)
     return session

@@ -162,9 +162,11 @@ def _step(number: int, plan: Plan, step: Step, manifest: Manifest | None, instal
 def _checks(plan: Plan) -> list[str]:
     if not plan.checks:
         return []
+    from drtool.plans.checks import summary_of  # the checks' runners: only a plan with checks pays
+
     out = ["## Checks after the last step", ""]
     for check in plan.checks:
-        out.append(f"- `{check.id}` ({check.type}): {check.summary()}")
+        out.append(f"- `{check.id}` ({check.type}): {summary_of(check)}")
     return [*out, ""]
 
 

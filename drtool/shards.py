@@ -33,6 +33,7 @@ from drtool import __version__
 from drtool.crypto.master import PART
 from drtool.errors import DrtoolError, NotFound, ObjectExists, SourceError, UsageError
 from drtool.plugin.contract import Plugin
+from drtool.plugin.settings import check_sources
 from drtool.progress import Progress
 from drtool.repo import layout
 from drtool.repo.lock import acquire
@@ -129,6 +130,7 @@ def run_shard_backup(
     """Back up worker ``index``'s share, then commit if every part is there. The outcome holds the manifest if
     this call (or an earlier one) published the backup, None while parts are still missing."""
     check_job(job, index, count)
+    check_sources(plugins, sources)
     backup_id = job_backup_id(repo, job)
     part_written: float | None = None
     if index not in read_parts(repo, job) and not _published(repo, backup_id):

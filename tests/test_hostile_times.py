@@ -25,14 +25,13 @@ from typing import Any
 
 import pytest
 import yaml
+from drtool_lab.etcd_seed import settings_of
 from drtool_plugins.etcd import EtcdPlugin
 
 from drtool.backends import open_backend
 from drtool.crypto.credentials import Credentials
 from drtool.errors import NotFound
 from drtool.follow import commit_link
-from drtool.lab.components.etcd import EtcdServer
-from drtool.lab.etcd_seed import settings_of
 from drtool.plans.schema import Source
 from drtool.plans.source import resolve_backup
 from drtool.repo import layout
@@ -40,6 +39,7 @@ from drtool.repo.chains import Link, find_point, read_links
 from drtool.repo.manifest import ChainLink, Manifest, utc_now
 from drtool.repo.repository import Repository
 from drtool.repo.writer import BackupSession
+from drtool.servers.etcd import EtcdServer
 from tests import test_hostile_store, test_immutability
 from tests.fixtures.core import PASSPHRASE
 from tests.fixtures.etcd import etcdctl_dump

@@ -51,6 +51,7 @@ def test_a_plugin_states_only_what_it_has() -> None:
     assert not isinstance(plugin, contract.FollowSupport)
     assert plugin.dependencies(None, {}) == [] and plugin.discover({}).counts == {}  # type: ignore[arg-type]
     assert not hasattr(plugin, "lab")  # lab support lives in the lab (drtool_lab.support), not in the contract
+    assert plugin.schema is None and plugin.platform_checks() == () and not plugin.restores_cluster
 
 
 DIFFERS = sorted(name for name in BUILT_IN if isinstance(registry().plugins[name], contract.DiffSupport))

@@ -14,6 +14,7 @@ from rich.table import Table
 from drtool.cli.state import console, print_json, state
 from drtool.cli.store_cmds import BackupArg, JsonOpt, TargetOpt, parse_pairs
 from drtool.errors import Differs, NotFound, UsageError
+from drtool.plugin import settings
 from drtool.plugin.contract import DiffResult, DiffSupport
 from drtool.plugin.manager import get_plugin, load_plugins
 from drtool.repo.restore_context import PluginRestoreContext
@@ -36,6 +37,7 @@ def diff(
         raise UsageError(
             f"plugin {plugin} cannot compare a backup with a live system", f"diff supports: {', '.join(able)}"
         )
+    settings.check(chosen, "target", parse_pairs(target, "target"), "-t")
     repo = state(ctx).open_repo()
     rctx = PluginRestoreContext(repo, repo.find_backup(backup_id), chosen.name)
     if not rctx.artifacts:

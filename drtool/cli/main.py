@@ -60,10 +60,31 @@ def version() -> None:
 
 
 @app.command()
-def plugins(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def plugins(
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    describe: Annotated[
+        str | None, typer.Option("--describe", help="A plugin's source, target and option keys (docs/plugins.md).")
+    ] = None,
+) -> None:
     """List installed plugins (entry-point group drtool.plugins)."""
-    from drtool.plugin.manager import registry
+    from drtool.plugin.manager import get_plugin, registry
 
+    if describe:
+        from rich.markup import escape
+        from rich.table import Table
+
+        from drtool.plugin.settings import settings_table
+
+        described = settings_table(get_plugin(describe))
+        if as_json:
+            print_json(described)
+            return
+        for kind, rows in described["settings"].items():
+            table = Table("key", "type", "default", "meaning", title=f"{describe}: {kind} keys", title_justify="left")
+            for row in rows:
+                table.add_row(*(escape(row[k]) for k in ("key", "type", "default", "description")))
+            console.print(table)
+        return
     reg = registry()
     if as_json:
         print_json(

@@ -17,6 +17,7 @@ from drtool.config import passphrase_from_env
 from drtool.crypto.slots import keyfile_text, new_keyfile_text
 from drtool.errors import IntegrityError, PartialBackup, SourceError, UsageError
 from drtool.files import create_private, refuse_existing
+from drtool.plugin import settings
 from drtool.plugin.manager import get_plugin, load_plugins
 from drtool.repo.chains import PointPlan, find_point
 from drtool.repo.check import check as check_store
@@ -292,6 +293,9 @@ def restore(
         raise UsageError("restore needs a backup and --plugin, or --plan FILE", "see `drtool restore --help`")
     if trust_compacted and at is None:
         raise UsageError("--trust-compacted goes with --at", "it says which folded fulls a point may start from")
+    chosen = get_plugin(plugin)
+    settings.check(chosen, "target", parse_pairs(target, "target"), "-t")
+    settings.check(chosen, "option", parse_pairs(option, "option"), "-o")
     repo = state(ctx).open_repo()
     with progress() as prog:
         options = parse_pairs(option, "option")
@@ -309,7 +313,7 @@ def restore(
         outcome = run_restore(
             repo,
             backup,
-            get_plugin(plugin),
+            chosen,
             parse_pairs(target, "target"),
             options=options,
             verify=not no_verify,

@@ -10,6 +10,7 @@ at once (they mostly wait), each timed on the run's clock so a report can say wh
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -17,11 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import requests
+from pydantic import ValidationError
 
-from drtool.errors import DrtoolError
+from drtool.errors import DrtoolError, UsageError
 from drtool.plans.platform import gc_stable, kueue_admits, no_reissue, training_resumes, workloads_ready
-from drtool.plans.platform.context import CheckContext, TimedCheck, Verdict, Watch
+from drtool.plans.platform.context import CheckContext, TimedCheck, Watch, cluster_plugins
 from drtool.plans.schema import (
+    ContributedCheck,
     GcStableCheck,
     HttpCheck,
     KubeObjectCheck,
@@ -34,6 +37,7 @@ from drtool.plans.schema import (
     WorkloadsReadyCheck,
 )
 from drtool.plans.steps import why_not_run
+from drtool.plugin.checks import Verdict, contributed
 from drtool.plugin.manager import load_plugins
 from drtool.repo.manifest import Manifest
 
@@ -76,7 +80,7 @@ def _timed(check: PlanCheck, context: CheckContext) -> TimedCheck:
     if skipped:
         return TimedCheck(check.id, True, skipped, watch.started_s, None, watch.started_s, {"skipped": True})
     try:
-        verdict = RUNNERS[type(check)](check, context, watch)
+        verdict = _runner(check)(check, context, watch)
     except DrtoolError as exc:
         verdict = Verdict(False, exc.one_line())
     except Exception as exc:  # a check that cannot run is a failed check, with why
@@ -126,6 +130,27 @@ def _kube_object(check: KubeObjectCheck, context: CheckContext, _watch: Watch) -
     return Verdict(value == check.equals, f"{what} {check.field} = {value!r} (want {check.equals!r})")
 
 
+def _runner(check: PlanCheck) -> Runner:
+    """A built-in check's runner; a contributed one's parses the entry with its plugin's model first."""
+    if not isinstance(check, ContributedCheck):
+        return RUNNERS[type(check)]
+    contribution = contributed(load_plugins()).get(check.type)
+    if contribution is None:
+        raise UsageError(f"no installed plugin contributes check type {check.type!r}", "see `drtool plugins`")
+    return lambda entry, context, watch: contribution.run(
+        contribution.settings.model_validate(entry.settings()), context, watch
+    )
+
+
+def summary_of(check: PlanCheck) -> str:
+    """What ``check`` proves, in one line (a contributed check's own ``summary``, once its plugin parses it)."""
+    contribution = contributed(load_plugins()).get(check.type) if isinstance(check, ContributedCheck) else None
+    if isinstance(check, ContributedCheck) and contribution is not None:
+        with contextlib.suppress(ValidationError):
+            return contribution.settings.model_validate(check.settings()).summary()
+    return check.summary()
+
+
 RUNNERS: dict[type, Runner] = {
     TcpCheck: _tcp,
     HttpCheck: _http,
@@ -138,15 +163,24 @@ RUNNERS: dict[type, Runner] = {
 }
 
 
-CLUSTER_OBJECTS_PLUGIN = "kubernetes"  # the plugin whose steps restore the objects cluster checks read
+def reads_cluster(check: PlanCheck, plugins: Mapping[str, Any]) -> bool:
+    """Whether ``check`` reads the restored cluster: every built-in type but http and tcp, and a contributed
+    type that says so."""
+    if isinstance(check, ContributedCheck):
+        contribution = contributed(plugins).get(check.type)
+        return contribution is not None and contribution.reads_cluster
+    return not isinstance(check, HttpCheck | TcpCheck)
 
 
 def checks_left_out(plan: Plan, left_out: Mapping[str, str]) -> dict[str, str]:
-    """Check id -> why it is not run: a check that reads the target cluster (every type but http and tcp) when
-    each step restoring the cluster's objects was left out (``left_out``: plugin -> why), so the demo on a
-    machine without a Kubernetes lab does not fail on what it chose to leave out."""
-    cluster_steps = [s for s in plan.steps if s.uses == CLUSTER_OBJECTS_PLUGIN]
+    """Check id -> why it is not run: a check that reads the target cluster when each step restoring the
+    cluster's objects (a plugin with ``restores_cluster``) was left out (``left_out``: plugin -> why), so the
+    demo on a machine without a Kubernetes lab does not fail on what it chose to leave out."""
+    plugins = load_plugins()
+    cluster = set(cluster_plugins(plugins))
+    cluster_steps = [s for s in plan.steps if s.uses in cluster]
     if not cluster_steps or any(s.uses not in left_out for s in cluster_steps):
         return {}
-    why = f"it reads the cluster step {cluster_steps[0].id} restores, left out: {left_out[CLUSTER_OBJECTS_PLUGIN]}"
-    return {c.id: why for c in plan.checks if not isinstance(c, HttpCheck | TcpCheck)}
+    first = cluster_steps[0]
+    why = f"it reads the cluster step {first.id} restores, left out: {left_out[first.uses]}"
+    return {c.id: why for c in plan.checks if reads_cluster(c, plugins)}

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from drtool import yamlio
 from drtool.environ import is_secret_name
 from drtool.errors import NotFound, UsageError
-from drtool.plans.schema import VARIABLE_NAME, Plan
+from drtool.plans.schema import BUILT_IN_CHECK_TYPES, CONTRIBUTED, VARIABLE_NAME, Plan
 
 _DUPLICATE_STEP = re.compile(r"step id '([^']+)' appears twice")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -271,7 +271,7 @@ def _schema_problem(loaded: LoadedPlan, err: Any) -> Problem:
 
 
 # pydantic puts a discriminated union's tag into the error location (checks[0].http.url); drop it
-_UNION_TAGS = {"kube-object", "http", "tcp", "str", "LatestBefore"}
+_UNION_TAGS = {*BUILT_IN_CHECK_TYPES, CONTRIBUTED, "str", "LatestBefore"}
 _HINTS = {
     "literal_error": "docs/plans.md lists the allowed values",
     "int_parsing": "write a whole number",

@@ -12,11 +12,22 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import typing
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from drtool.durations import Duration, format_duration
 from drtool.environ import is_secret_name
@@ -287,17 +298,45 @@ class TrainingResumesCheck(_Strict):
         return f"training in {self.folder} (restored by step {self.step}) resumes from its last complete checkpoint"
 
 
+class ContributedCheck(BaseModel):
+    """A check of a type a plugin contributes (drtool.plugin.checks): its keys are checked by `plan validate`
+    against the contribution's model, since the schema cannot know what the installed plugins add."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    type: str
+    id: str
+
+    def summary(self) -> str:
+        return f"{self.type} check (from a plugin)"
+
+    def settings(self) -> dict[str, Any]:
+        """The entry as written, for the contribution's own model."""
+        return self.model_dump()
+
+
 PLATFORM_CHECKS = (KueueAdmitsCheck, WorkloadsReadyCheck, NoReissueCheck, GcStableCheck, TrainingResumesCheck)
+_BUILT_IN_CHECKS = (KubeObjectCheck, HttpCheck, TcpCheck, *PLATFORM_CHECKS)
+BUILT_IN_CHECK_TYPES = tuple(typing.get_args(c.model_fields["type"].annotation)[0] for c in _BUILT_IN_CHECKS)
+CONTRIBUTED = "contributed"  # the union's tag of a check type no built-in model has
+
+
+def _check_tag(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, Mapping) else getattr(value, "type", None)
+    return kind if kind in BUILT_IN_CHECK_TYPES else CONTRIBUTED
+
+
 PlanCheck = Annotated[
-    KubeObjectCheck
-    | HttpCheck
-    | TcpCheck
-    | KueueAdmitsCheck
-    | WorkloadsReadyCheck
-    | NoReissueCheck
-    | GcStableCheck
-    | TrainingResumesCheck,
-    Field(discriminator="type"),
+    Annotated[KubeObjectCheck, Tag("kube-object")]
+    | Annotated[HttpCheck, Tag("http")]
+    | Annotated[TcpCheck, Tag("tcp")]
+    | Annotated[KueueAdmitsCheck, Tag("kueue-admits")]
+    | Annotated[WorkloadsReadyCheck, Tag("workloads-ready")]
+    | Annotated[NoReissueCheck, Tag("no-reissue")]
+    | Annotated[GcStableCheck, Tag("gc-stable")]
+    | Annotated[TrainingResumesCheck, Tag("training-resumes")]
+    | Annotated[ContributedCheck, Tag(CONTRIBUTED)],
+    Discriminator(_check_tag),
 ]
 
 

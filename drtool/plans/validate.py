@@ -5,13 +5,18 @@ Each problem carries the line it is on and a hint, because a plan is fixed by a 
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import difflib
+from collections.abc import Collection, Mapping
 from pathlib import Path
+from typing import Any
 
 from drtool.plans.dag import find_cycle
 from drtool.plans.loader import LoadedPlan, Problem, load_plan
-from drtool.plans.schema import Plan
+from drtool.plans.schema import BUILT_IN_CHECK_TYPES, ContributedCheck, Plan
+from drtool.plugin import settings
+from drtool.plugin.checks import contributed
 from drtool.plugin.manager import load_plugins
+from drtool.plugin.settings import Kind, schema_of
 
 
 def validate(loaded: LoadedPlan, installed: Collection[str]) -> LoadedPlan:
@@ -55,6 +60,8 @@ def validate(loaded: LoadedPlan, installed: Collection[str]) -> LoadedPlan:
                         f"steps are: {', '.join(sorted(ids))}",
                     )
                 )
+    plugins = installed if isinstance(installed, Mapping) else {}  # names only: no settings to check against
+    problems += settings_problems(loaded, plugins) + check_type_problems(loaded, plugins)
     cycle = find_cycle(plan.steps)
     if cycle and len(cycle) > 2:  # a step needing itself is reported above
         problems.append(
@@ -84,6 +91,66 @@ def validate(loaded: LoadedPlan, installed: Collection[str]) -> LoadedPlan:
             )
         )
     return loaded
+
+
+# ``with:`` keys the executor reads for every step, whatever its plugin: ``at``, a point of a delta chain
+CORE_OPTIONS = ("at",)
+
+
+def settings_problems(loaded: LoadedPlan, plugins: Mapping[str, Any]) -> list[Problem]:
+    """Each step's target (the plan's block for its plugin, the step's own over it) and options (``with``)
+    against its plugin's schema (drtool.plugin.settings): a misspelled key is an error with a suggestion."""
+    plan = loaded.plan
+    assert plan is not None
+    found: list[Problem] = []
+    for i, step in enumerate(plan.steps):
+        schema = schema_of(plugins.get(step.uses))
+        parts: tuple[tuple[Kind, dict[str, Any], str], ...] = (
+            ("target", plan.target_for(step), "target"),
+            ("option", {k: v for k, v in step.with_.items() if k not in CORE_OPTIONS}, "with"),
+        )
+        for kind, value, block in parts:
+            model = schema.model(kind)
+            for problem in settings.problems(model, value, kind, partial=True) if model else []:
+                key = problem.key
+                in_step = block == "with" or key in step.target
+                line = loaded.line_of("steps", i, block, key) if in_step else loaded.line_of("target", step.uses, key)
+                found.append(Problem(line, f"plan step {step.id!r}: {problem.message}", _describe_hint(step.uses)))
+    for name in sorted(set(plan.target) - {s.uses for s in plan.steps}):  # a block no step reads yet
+        model, mapping = schema_of(plugins.get(name)).target, plan.target[name]
+        if model is None or not isinstance(mapping, Mapping):
+            continue
+        for problem in settings.problems(model, mapping, "target", partial=True):
+            line = loaded.line_of("target", name, problem.key)
+            found.append(Problem(line, f"plan target {name!r}: {problem.message}", _describe_hint(name)))
+    return found
+
+
+def check_type_problems(loaded: LoadedPlan, plugins: Mapping[str, Any]) -> list[Problem]:
+    """Every check of a type no built-in model has: a type some installed plugin contributes, its keys that
+    contribution's (drtool.plugin.checks)."""
+    plan = loaded.plan
+    assert plan is not None
+    known = contributed(plugins)
+    found: list[Problem] = []
+    for i, check in enumerate(plan.checks):
+        if not isinstance(check, ContributedCheck):
+            continue
+        if check.type not in known:
+            types = sorted([*BUILT_IN_CHECK_TYPES, *known])
+            close = difflib.get_close_matches(check.type, types, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}?" if close else f"check types: {', '.join(types)}"
+            line = loaded.line_of("checks", i, "type")
+            found.append(Problem(line, f"checks[{i}]: check {check.id!r} has an unknown type {check.type!r}", hint))
+            continue
+        for problem in settings.problems(known[check.type].settings, check.settings(), "check"):
+            line = loaded.line_of("checks", i, problem.key)
+            found.append(Problem(line, f"checks[{i}] ({check.id}): {problem.message}"))
+    return found
+
+
+def _describe_hint(plugin: str) -> str:
+    return f"`drtool plugins --describe {plugin}` lists its keys"
 
 
 def check_file(path: Path | str, installed: Collection[str], values: dict[str, str] | None = None) -> LoadedPlan:

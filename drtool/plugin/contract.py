@@ -18,8 +18,10 @@ Rules every plugin keeps (checked by tests/test_plugin_contract.py):
 A plugin subclasses ``BasePlugin`` and states only what it has: ``backup``, ``restore`` and ``verify``
 always; ``discover`` and ``dependencies`` when it has something to say; ``diff`` (``DiffSupport``)
 when it can compare a backup with a live system; ``follow`` and ``fold`` (``FollowSupport``) when it can
-back its source up continuously, as a chain of a full and deltas. Hooks may be methods or module functions bound with
-``staticmethod``, as long as their parameters are named as here (tests/test_plugin_contract.py checks).
+back its source up continuously, as a chain of a full and deltas; ``schema`` (drtool.plugin.settings) to
+have its settings checked before a run; ``platform_checks`` (drtool.plugin.checks) to add plan check types.
+Hooks may be methods or module functions bound with ``staticmethod``, as long as their parameters are named
+as here (tests/test_plugin_contract.py checks).
 """
 
 from __future__ import annotations
@@ -27,10 +29,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from drtool.points import Point
 from drtool.repo.manifest import ArtifactInfo
+
+if TYPE_CHECKING:
+    from drtool.plugin.checks import PlatformCheck
+    from drtool.plugin.settings import Schema
 
 CONTRACT_VERSION = 1
 
@@ -258,6 +264,11 @@ class BasePlugin:
 
     name: str
     description: str
+    # the keys its source, target and restore options accept (drtool.plugin.settings): `plan validate`, the
+    # config loader and `drtool plugins --describe` check and show them; None: not checked
+    schema: Schema | None = None
+    # its restore writes a cluster's objects: plan checks that read "the restored cluster" use its target
+    restores_cluster: bool = False
     # a sharded backup (docs/scaling.md) runs a shardable plugin on every worker, each with ``ctx.shard``
     # set, and the others on worker 0 only
     shardable: bool = False
@@ -274,3 +285,7 @@ class BasePlugin:
     def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:
         """Nothing beyond the store and the key slot, which the core adds for every restore."""
         return []
+
+    def platform_checks(self) -> Sequence[PlatformCheck]:
+        """Plan check types this plugin contributes (``checks: [{type: ...}]``, drtool.plugin.checks)."""
+        return ()

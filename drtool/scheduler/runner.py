@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 from drtool.backup import run_backup
 from drtool.errors import DrtoolError
 from drtool.metrics import BackupMetrics
-from drtool.plugin.manager import get_plugin
+from drtool.plugin.manager import get_plugin, load_plugins
+from drtool.plugin.settings import check_sources
 from drtool.prune import PruneReport, prune
 from drtool.repo.lock import StoreLocked
 from drtool.repo.manifest import utc_now
@@ -100,7 +101,11 @@ class SetRunner:
         self.history = RunHistory(catalog.engine) if catalog is not None else None
         self.stopper = stopper or Stopper()
         self.prune_lock_wait = prune_lock_wait
+        installed = load_plugins()
         for name, bset in sets.items():
+            # a misspelled source key stops the scheduler at its start, not each run
+            chosen = [installed[p] for p in bset.plugins if p in installed]
+            check_sources(chosen, bset.sources_for(default_sources), f"backup set {name}: ")
             self.metrics.declare(name, bset.rpo.total_seconds() if bset.rpo else None)
         self.metrics.record_store(repo.backend.url)
 

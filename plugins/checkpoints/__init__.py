@@ -20,6 +20,7 @@ from drtool.plugin.contract import BasePlugin
 from . import backup as _backup
 from . import restore as _restore
 from . import shards as _shards
+from .schema import SCHEMA
 
 __all__ = ["CheckpointsPlugin"]
 
@@ -27,6 +28,7 @@ __all__ = ["CheckpointsPlugin"]
 class CheckpointsPlugin(BasePlugin):
     name = "checkpoints"
     description = "Training checkpoints (DCP, safetensors, marker dirs, container archives) from S3 or disk"
+    schema = SCHEMA
     shardable = True  # docs/scaling.md: each worker of a sharded backup copies its share of every checkpoint
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)

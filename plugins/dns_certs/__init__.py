@@ -26,6 +26,7 @@ from . import backup as _backup
 from . import deps as _deps
 from . import restore as _restore
 from . import verify as _verify
+from .schema import SCHEMA
 
 __all__ = ["DnsCertsPlugin"]
 
@@ -35,6 +36,7 @@ class DnsCertsPlugin(BasePlugin):
 
     name = "dns-certs"
     description = "cert-manager certificates and their Secrets, CoreDNS, ExternalDNS, DNS zones (AXFR/RFC 2136)"
+    schema = SCHEMA
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

@@ -34,6 +34,7 @@ from . import deps as _deps
 from . import follow as _follow
 from . import pitr as _pitr
 from . import verify as _verify
+from .schema import SCHEMA
 
 __all__ = ["EtcdPlugin"]
 
@@ -43,6 +44,7 @@ class EtcdPlugin(BasePlugin):
 
     name = "etcd"
     description = "etcd v3 snapshot (Maintenance.Snapshot), restored with etcdutl into a new member"
+    schema = SCHEMA
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_pitr.run_restore)

@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from drtool.errors import SourceError, UsageError
+from drtool.plugin import settings
 from drtool.plugin.contract import BackupContext, BasePlugin, Check, Inventory, RestoreContext, RestoreResult
 from drtool.plugin.toolkit import archive, paths
+
+from .schema import SCHEMA, Source, Target
 
 ARTIFACT = "files.tar"
 ARCHIVE = f"files: {ARTIFACT}"
@@ -26,9 +29,7 @@ IO_BLOCK = 1 << 20  # tar's default 10 KiB records cost a Python call per 10 KiB
 
 
 def _paths(source: Mapping[str, Any]) -> list[Path]:
-    raw = source.get("paths") or []
-    if isinstance(raw, str):
-        raw = [p for p in raw.split(",") if p]
+    raw = settings.read(Source, source, "source", "files").paths
     if not raw:
         raise UsageError(
             "files plugin needs `paths` in its source settings", "e.g. sources: {files: {paths: [/etc/kubernetes/pki]}}"
@@ -77,6 +78,7 @@ class _Counted:
 class FilesPlugin(BasePlugin):
     name = "files"
     description = "Files and directories (PKI, service-account keys, encryption config) as one tar"
+    schema = SCHEMA
 
     def discover(self, source: Mapping[str, Any]) -> Inventory:
         count, size = _walk(_paths(source))
@@ -101,9 +103,10 @@ class FilesPlugin(BasePlugin):
         return {"files": count, "bytes": size, "roots": roots}
 
     def restore(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
-        dest = Path(str(target.get("path") or "")).expanduser()
-        if not str(target.get("path") or ""):
+        where = settings.read(Target, target, "target", "files").path
+        if not where:
             raise UsageError("files restore needs target path=DIR")
+        dest = Path(where).expanduser()
         marker = dest / MARKER
         if marker.exists() and marker.read_text().strip() == ctx.backup_id:
             return RestoreResult(changed=False, summary=f"{dest} already holds backup {ctx.backup_id}")
@@ -126,7 +129,7 @@ class FilesPlugin(BasePlugin):
         return RestoreResult(changed=True, summary=f"{count - 1} file(s) restored into {dest}", details={"bytes": size})
 
     def verify(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
-        dest = Path(str(target.get("path"))).expanduser()
+        dest = Path(str(settings.read(Target, target, "target", "files").path)).expanduser()
         differ: list[str] = []
         total = 0
         with ctx.open(ARTIFACT) as source, tarfile.open(fileobj=source, mode="r|", bufsize=IO_BLOCK) as tar:  # type: ignore[call-overload]

@@ -18,6 +18,7 @@ from . import backup as _backup
 from . import deps as _deps
 from . import restore as _restore
 from . import verify as _verify
+from .schema import SCHEMA
 
 __all__ = ["GitPlugin"]
 
@@ -27,6 +28,7 @@ class GitPlugin(BasePlugin):
 
     name = "git"
     description = "git repositories (GitOps declarations): every branch and tag as a verified bundle"
+    schema = SCHEMA
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

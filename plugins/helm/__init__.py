@@ -15,6 +15,7 @@ from drtool.plugin.contract import BasePlugin
 from . import backup as _backup
 from . import restore as _restore
 from . import verify as _verify
+from .schema import SCHEMA
 
 __all__ = ["HelmPlugin"]
 
@@ -24,6 +25,7 @@ class HelmPlugin(BasePlugin):
 
     name = "helm"
     description = "Helm releases (storage Secrets, every revision) and their charts (classic repos, OCI), restored"
+    schema = SCHEMA
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

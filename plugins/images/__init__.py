@@ -15,6 +15,7 @@ from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
 from . import restore as _restore
+from .schema import SCHEMA
 
 __all__ = ["ImagesPlugin"]
 
@@ -24,6 +25,7 @@ class ImagesPlugin(BasePlugin):
 
     name = "images"
     description = "container images and OCI artifacts by digest (every platform, referrers), pushed to a new registry"
+    schema = SCHEMA
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

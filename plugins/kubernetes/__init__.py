@@ -22,6 +22,7 @@ from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
 from . import verify as _verify
+from .schema import SCHEMA
 
 __all__ = ["KubernetesPlugin"]
 
@@ -31,6 +32,8 @@ class KubernetesPlugin(BasePlugin):
 
     name = "kubernetes"
     description = "Kubernetes API objects (CRDs, custom resources, built-ins) as cleaned JSON, re-applied in order"
+    schema = SCHEMA
+    restores_cluster = True
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(restore_objects)

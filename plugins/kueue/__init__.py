@@ -21,6 +21,7 @@ from . import deps as _deps
 from . import diff as _diff
 from . import restore as _restore
 from . import verify as _verify
+from .schema import SCHEMA
 
 __all__ = ["KueuePlugin"]
 
@@ -30,6 +31,7 @@ class KueuePlugin(BasePlugin):
 
     name = "kueue"
     description = "Kueue quotas and policies (flavors, cohorts, queues, checks), restored in dependency order"
+    schema = SCHEMA
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

@@ -20,6 +20,7 @@ from . import backup as _backup
 from . import deps as _deps
 from . import restore as _restore
 from . import verify as _verify
+from .schema import SCHEMA
 
 __all__ = ["ModelRegistryPlugin"]
 
@@ -29,6 +30,7 @@ class ModelRegistryPlugin(BasePlugin):
 
     name = "model-registry"
     description = "MLflow model registry: models, versions, aliases, stages, linked runs and version files"
+    schema = SCHEMA
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

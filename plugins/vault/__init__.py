@@ -18,6 +18,7 @@ from . import backup as _backup
 from . import deps as _deps
 from . import restore as _restore
 from . import verify as _verify
+from .schema import SCHEMA
 
 __all__ = ["VaultPlugin"]
 
@@ -27,6 +28,7 @@ class VaultPlugin(BasePlugin):
 
     name = "vault"
     description = "OpenBao/Vault: raft snapshot + KV v2 export, unseal keys escrowed in the store"
+    schema = SCHEMA
     discover = staticmethod(_backup.discover)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

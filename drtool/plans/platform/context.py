@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 from drtool.errors import UsageError
 from drtool.kube.client import FIELD_MANAGER
 from drtool.plans.steps import step_target
+from drtool.plugin.checks import Verdict as Verdict  # the check modules here take it from their context
 from drtool.plugin.contract import Check
+from drtool.plugin.manager import load_plugins
 
 if TYPE_CHECKING:
     from drtool.kube.client import KubeClient
@@ -26,6 +28,11 @@ if TYPE_CHECKING:
 
 PROBE_MANAGER = "drtool-check"  # field manager of what checks create (probes), never mistaken for restored
 RESTORE_MANAGER = FIELD_MANAGER  # what drtool's restores write with: an object holding its fields was restored
+
+
+def cluster_plugins(plugins: Mapping[str, Any]) -> list[str]:
+    """The installed plugins whose restore writes a cluster's objects (``restores_cluster`` in the contract)."""
+    return sorted(name for name, plugin in plugins.items() if getattr(plugin, "restores_cluster", False))
 
 
 @dataclasses.dataclass
@@ -44,10 +51,12 @@ class CheckContext:
         return step_target(self.plan, self.plan.step(step_id), self.overrides)
 
     def cluster(self) -> dict[str, Any]:
-        """The restored cluster: the kubernetes plugin's target, else the first step's with a kubeconfig."""
-        preferred = {**(self.plan.target.get("kubernetes") or {}), **(self.overrides.get("kubernetes") or {})}
-        if preferred.get("kubeconfig"):
-            return preferred
+        """The restored cluster: the target of a plugin that ``restores_cluster`` (the kubernetes plugin), else
+        the first step's with a kubeconfig."""
+        for name in cluster_plugins(load_plugins()):
+            preferred = {**(self.plan.target.get(name) or {}), **(self.overrides.get(name) or {})}
+            if preferred.get("kubeconfig"):
+                return preferred
         for step in self.plan.steps:
             target = step_target(self.plan, step, self.overrides)
             if target.get("kubeconfig"):
@@ -79,15 +88,6 @@ class Watch:
         """The check's condition holds now (kept from the first call: later calls change nothing)."""
         if self.green_s is None:
             self.green_s = self.clock()
-
-
-@dataclasses.dataclass(frozen=True)
-class Verdict:
-    """What a check found: whether it passed, one line saying why, and facts a report may show."""
-
-    ok: bool
-    detail: str
-    facts: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
