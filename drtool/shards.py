@@ -27,11 +27,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import zstandard
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from drtool import __version__
 from drtool.crypto.master import PART
-from drtool.errors import DrtoolError, NotFound, ObjectExists, SourceError, UsageError
+from drtool.errors import DrtoolError, IntegrityError, NotFound, ObjectExists, SourceError, UsageError
 from drtool.plugin.contract import Plugin
 from drtool.progress import Progress
 from drtool.repo import layout
@@ -103,12 +103,25 @@ def job_backup_id(repo: Repository, job: str) -> str:
 
 
 def read_parts(repo: Repository, job: str) -> dict[int, ShardPart]:
+    """The job's parts that authenticate and parse; any other object in the job's folder is skipped by name
+    (a keyless writer can put anything there: it must stop neither this job's other workers nor prune)."""
     parts = {}
     for name in repo.backend.list(layout.job_parts(job)):
         tail = name.rsplit("/", 1)[-1]
-        if tail.startswith("part-"):
-            index = int(tail.removeprefix("part-"))
-            parts[index] = ShardPart.model_validate_json(_get(repo, name, f"{job}/{index}"))
+        if tail == "backup-id":
+            continue
+        index = layout.part_index_of(tail)
+        if index is None:
+            repo.skip(name, "not a shard part name")
+            continue
+        try:
+            part = ShardPart.model_validate_json(_get(repo, name, f"{job}/{index}"))
+        except NotFound:
+            continue  # removed by the committer since the listing
+        except (IntegrityError, zstandard.ZstdError, ValidationError) as exc:
+            repo.skip(name, exc.message if isinstance(exc, IntegrityError) else "not a shard part")
+            continue
+        parts[index] = part
     return parts
 
 
@@ -141,9 +154,15 @@ def run_shard_backup(
                     session.run_plugin(plugin, sources.get(plugin.name, {}))
             part = ShardPart(job=job, index=index, count=count, manifest=session.seal_contents())
             session.lock.check()  # a prune may have run while this part was written: its chunks could be gone
-            # ObjectExists: a rerun of this index raced an earlier attempt that finished; either part is whole
-            with contextlib.suppress(ObjectExists):
+            try:
                 _put(repo, layout.job_part(job, index), f"{job}/{index}", part.model_dump_json().encode())
+            except ObjectExists:  # a rerun of this index raced an earlier attempt that finished: either is whole
+                if index not in read_parts(repo, job):
+                    raise IntegrityError(
+                        f"{layout.job_part(job, index)} is taken by an object that does not authenticate "
+                        f"(planted?): job {job} cannot publish",
+                        "run the backup again as a new job (a new Job uid); `drtool check` lists the object",
+                    ) from None
             part_written = time.monotonic()
     done = commit(repo, plugins, job, count, lock_wait=lock_wait)
     if done is None:
@@ -246,9 +265,16 @@ def pending_parts(repo: Repository, cleanup: bool = False) -> list[ShardPart]:
     committed jobs left behind)."""
     pending = []
     for job in sorted(jobs(repo)):
+        if not layout.JOB_ID.match(job):
+            repo.skip(layout.job_parts(job), "not a job id")
+            continue
+        name = f"{layout.job_parts(job)}backup-id"
         try:
-            backup_id = _get(repo, f"{layout.job_parts(job)}backup-id", f"{job}/backup-id").decode()
+            backup_id = _get(repo, name, f"{job}/backup-id").decode()
         except NotFound:
+            backup_id = ""
+        except (IntegrityError, zstandard.ZstdError, UnicodeDecodeError) as exc:
+            repo.skip(name, exc.message if isinstance(exc, IntegrityError) else "not a backup id")
             backup_id = ""
         if backup_id and _published(repo, backup_id):
             if cleanup:
