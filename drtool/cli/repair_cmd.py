@@ -27,8 +27,8 @@ def index(
         return
     for pack_id, why in sorted(report.unreadable_packs.items()):
         console.print(f"[red]pack {pack_id[:16]} not indexed from its header: {why}[/]")
-    for name, why in sorted(report.locked_objects.items()):
-        console.print(f"[yellow]kept {name}: Object Lock {why} (superseded: ignored from now on)[/]")
+    for name, why in sorted(report.kept.items()):
+        console.print(f"[yellow]kept {name}: {why} (superseded: ignored from now on)[/]")
     console.print(
         f"indexed {report.blobs_indexed} chunk(s) of {report.packs_read} pack(s) in {len(report.written)} new index "
         f"object(s); {len(report.superseded)} old index object(s) superseded, {len(report.deleted)} object(s) deleted"

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from drtool.config import DEFAULT_WORKERS
-from drtool.errors import IntegrityError, NotFound, UsageError
+from drtool.errors import DrtoolError, IntegrityError, NotFound, UsageError
 from drtool.repo import layout, pack_index
 from drtool.repo.lock import acquire
 from drtool.repo.pack_index import PackIndex, Shipped
@@ -47,7 +47,7 @@ class RepairReport:
     superseded: list[str] = dataclasses.field(default_factory=list)  # index objects readers now ignore
     marker: str | None = None
     deleted: list[str] = dataclasses.field(default_factory=list)
-    locked_objects: dict[str, str] = dataclasses.field(default_factory=dict)  # superseded, kept by Object Lock
+    kept: dict[str, str] = dataclasses.field(default_factory=dict)  # superseded, not deletable (Object Lock): why
     unreadable_packs: dict[str, str] = dataclasses.field(default_factory=dict)  # pack -> why its header failed
 
     def to_json(self) -> dict[str, object]:
@@ -108,15 +108,20 @@ def _rows_of(index: PackIndex, pack_ids: set[str]) -> tuple[np.ndarray, np.ndarr
 
 
 def _delete(repo: Repository, names: list[str], report: RepairReport) -> None:
-    """Delete the superseded objects, keeping those Object Lock holds (they are ignored from now on)."""
+    """Delete the superseded objects, keeping those the store holds (Object Lock, or credentials that may not
+    delete): they are ignored from now on, so keeping them costs storage only."""
     from drtool.prune import object_lock_enabled  # prune imports the repository layer, not the other way
 
     now = dt.datetime.now(dt.UTC)
     status = repo.backend.lock_status if object_lock_enabled(repo.backend) else None  # type: ignore[attr-defined]
     for name in names:
-        held = status(name, now) if status else None
-        if held:
-            report.locked_objects[name] = held
+        try:
+            held = status(name, now) if status else None
+            if held:
+                report.kept[name] = f"Object Lock: {held}"
+                continue
+            repo.backend.delete(name)
+        except DrtoolError as exc:
+            report.kept[name] = f"not deleted: {exc.message}"
             continue
-        repo.backend.delete(name)
         report.deleted.append(name)
