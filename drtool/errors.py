@@ -49,6 +49,14 @@ class IntegrityError(DrtoolError):
     exit_code = 4
 
 
+class Unauthentic(IntegrityError):
+    """A sealed object that no key of the store opens: damaged, or put there by someone without the key.
+
+    Apart from the other integrity errors because what follows differs: an object that authenticates but
+    does not parse was written by a key holder (a newer drtool, say) and must be respected; one that does
+    not authenticate may be skipped by every reader that does not need it (docs/threat-model.md)."""
+
+
 class WrongKey(DrtoolError):
     """Wrong passphrase, key file or recovery shares."""
 

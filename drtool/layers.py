@@ -56,7 +56,7 @@ LAYERS = (
     Layer(
         "store",
         {
-            "drtool.repo": "the store format: chunks, packs, manifests, key records, delta chains, locks, check",
+            "drtool.repo": "the store format: chunks, packs, manifests, key records, delta chains, job parts, locks, check",
         },
     ),
     Layer(
@@ -87,6 +87,7 @@ LAYERS = (
             "drtool.follow": "continuous backup: a chain of a full and deltas",
             "drtool.compact": "folding a chain's deltas into a new full",
             "drtool.prune": "forgetting backups and deleting what no backup needs",
+            "drtool.repair": "`drtool repair index`: the index rebuilt from the packs' own headers",
             "drtool.shards": "sharded backups: N workers, one backup",
             "drtool.retention": "which backups a retention policy keeps",
             "drtool.catalog": "the SQL cache of the store's manifests, and the history of runs and drills",

@@ -4,7 +4,9 @@ Safety argument (restic's design, docs/retention.md):
 - prune holds the store's exclusive lock, so no backup runs: every running backup holds a shared lock, and
   a backup whose lock was removed as stale aborts before publishing (drtool/repo/lock.py);
 - the mark phase reads every manifest that survives; if any manifest cannot be read, nothing is swept
-  (a chunk it names would look like garbage);
+  (a chunk it names would look like garbage). A manifest that does not authenticate under the store's keys
+  is not a backup (anyone who can write the store can put one there, and under Object Lock nobody can remove
+  it): it is skipped with a warning and the sweep goes on;
 - manifests are deleted before chunks, so a crash leaves orphan chunks (cleaned by the next prune), never a
   manifest naming a deleted chunk;
 - the lock is re-checked before the sweep and between batches: a prune that lost it stops deleting;
@@ -26,8 +28,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from drtool.backends.backend import Backend
-from drtool.errors import DrtoolError
+from drtool.errors import DrtoolError, Unauthentic
 from drtool.repo import layout, repack
+from drtool.repo.jobs import pending_parts
 from drtool.repo.lock import DEFAULT_TTL, acquire, remove_stale_locks
 from drtool.repo.manifest import Manifest
 from drtool.repo.pack_index import hex_ids, unique_ids
@@ -56,6 +59,7 @@ class PruneReport:
     packs_written: int = 0
     locked_objects: dict[str, str] = dataclasses.field(default_factory=dict)  # object name -> retention
     stale_locks_removed: list[str] = dataclasses.field(default_factory=list)
+    ignored: dict[str, str] = dataclasses.field(default_factory=dict)  # objects passed over (Repository.skip)
 
     def to_json(self) -> dict[str, object]:
         data = dataclasses.asdict(self)
@@ -113,10 +117,11 @@ def prune(
         repo.require_current("prune")
     if dry_run:  # reads only: no lock, so it can run beside backups (its chunk count is then approximate)
         _run(repo, policies, only_set, now, report, workers, check_lock=lambda: None)
-        return report
-    with acquire(repo, "exclusive", "prune", wait=lock_wait, ttl=lock_ttl) as lock:
-        report.stale_locks_removed = [lock.id for lock in remove_stale_locks(repo)]
-        _run(repo, policies, only_set, now, report, workers, check_lock=lock.check)
+    else:
+        with acquire(repo, "exclusive", "prune", wait=lock_wait, ttl=lock_ttl) as lock:
+            report.stale_locks_removed = [lock.id for lock in remove_stale_locks(repo)]
+            _run(repo, policies, only_set, now, report, workers, check_lock=lock.check)
+    report.ignored = dict(repo.skipped)
     return report
 
 
@@ -129,7 +134,7 @@ def _run(
     workers: int,
     check_lock: Callable[[], None],
 ) -> None:
-    locking = _object_lock_enabled(repo.backend)
+    locking = object_lock_enabled(repo.backend)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-prune") as pool:
         read = _read_all(repo, repo.backup_ids(), report, pool, workers)
         manifests = [m for m, _ in read]
@@ -214,6 +219,9 @@ def _read_all(
                 continue
             try:
                 manifest = repo.open_manifest(backup_id, *fetched)
+            except Unauthentic as exc:
+                repo.skip(layout.manifest(backup_id), exc.message)
+                continue
             except DrtoolError as exc:
                 report.unreadable_manifests[backup_id] = exc.message
                 continue
@@ -244,13 +252,12 @@ def mark_set(arrays: list[np.ndarray]) -> np.ndarray:
 
 def pending_chunks(repo: Repository, cleanup: bool) -> np.ndarray:
     """Chunks named by the parts of sharded backups not committed yet (drtool/shards.py): live until then."""
-    from drtool.shards import pending_parts
 
     arrays = [chunk_array(part.manifest) for part in pending_parts(repo, cleanup)]
     return unique_ids(np.concatenate(arrays)) if arrays else np.zeros(0, dtype="S32")
 
 
-def _object_lock_enabled(backend: Backend) -> bool:
+def object_lock_enabled(backend: Backend) -> bool:
     enabled = getattr(backend, "object_lock_enabled", None)
     return bool(enabled and enabled())
 

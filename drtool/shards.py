@@ -18,7 +18,6 @@ Prune treats the chunks of uncommitted parts as live, and removes the parts of c
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import socket
@@ -26,18 +25,22 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import zstandard
-from pydantic import BaseModel
-
 from drtool import __version__
-from drtool.crypto.master import PART
-from drtool.errors import DrtoolError, NotFound, ObjectExists, SourceError, UsageError
+from drtool.errors import DrtoolError, IntegrityError, ObjectExists, SourceError, UsageError
 from drtool.plugin.contract import Plugin
 from drtool.plugin.settings import check_sources
 from drtool.progress import Progress
 from drtool.repo import layout
+from drtool.repo.jobs import (
+    ShardPart,
+    job_backup_id,
+    published,
+    put_sealed,
+    read_parts,
+    remove_job,
+)
 from drtool.repo.lock import acquire
-from drtool.repo.manifest import Manifest, PluginOutcome, new_backup_id, utc_now
+from drtool.repo.manifest import Manifest, PluginOutcome, utc_now
 from drtool.repo.repository import Repository
 from drtool.repo.writer import DEFAULT_LOCK_WAIT, BackupSession, merge_facts
 
@@ -45,16 +48,6 @@ if TYPE_CHECKING:
     from drtool.catalog import Catalog
 
 log = logging.getLogger(__name__)
-
-
-class ShardPart(BaseModel):
-    """One worker's share of a sharded backup: its plugins' outcomes and artifacts, as a manifest holds them."""
-
-    version: int = 1
-    job: str
-    index: int
-    count: int
-    manifest: Manifest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,32 +80,6 @@ def check_job(job: str, index: int, count: int) -> None:
         )
 
 
-def _put(repo: Repository, name: str, seal_name: str, data: bytes) -> None:
-    repo.backend.put(name, repo.key.seal(PART, seal_name, zstandard.ZstdCompressor().compress(data)), exclusive=True)
-
-
-def _get(repo: Repository, name: str, seal_name: str) -> bytes:
-    return zstandard.ZstdDecompressor().decompress(repo.key.unseal(PART, seal_name, repo.backend.get(name)))
-
-
-def job_backup_id(repo: Repository, job: str) -> str:
-    """The backup id every worker of ``job`` writes to: the first claim wins."""
-    name = f"{layout.job_parts(job)}backup-id"
-    with contextlib.suppress(ObjectExists):
-        _put(repo, name, f"{job}/backup-id", new_backup_id().encode())
-    return _get(repo, name, f"{job}/backup-id").decode()
-
-
-def read_parts(repo: Repository, job: str) -> dict[int, ShardPart]:
-    parts = {}
-    for name in repo.backend.list(layout.job_parts(job)):
-        tail = name.rsplit("/", 1)[-1]
-        if tail.startswith("part-"):
-            index = int(tail.removeprefix("part-"))
-            parts[index] = ShardPart.model_validate_json(_get(repo, name, f"{job}/{index}"))
-    return parts
-
-
 def run_shard_backup(
     repo: Repository,
     plugins: Sequence[Plugin],
@@ -133,7 +100,7 @@ def run_shard_backup(
     check_sources(plugins, sources)
     backup_id = job_backup_id(repo, job)
     part_written: float | None = None
-    if index not in read_parts(repo, job) and not _published(repo, backup_id):
+    if index not in read_parts(repo, job) and not published(repo, backup_id):
         with BackupSession(
             repo, backup_set=backup_set, tags=tags, progress=progress, lock_wait=lock_wait,
             backup_id=backup_id, shard=(index, count),
@@ -143,9 +110,15 @@ def run_shard_backup(
                     session.run_plugin(plugin, sources.get(plugin.name, {}))
             part = ShardPart(job=job, index=index, count=count, manifest=session.seal_contents())
             session.lock.check()  # a prune may have run while this part was written: its chunks could be gone
-            # ObjectExists: a rerun of this index raced an earlier attempt that finished; either part is whole
-            with contextlib.suppress(ObjectExists):
-                _put(repo, layout.job_part(job, index), f"{job}/{index}", part.model_dump_json().encode())
+            try:
+                put_sealed(repo, layout.job_part(job, index), f"{job}/{index}", part.model_dump_json().encode())
+            except ObjectExists:  # a rerun of this index raced an earlier attempt that finished: either is whole
+                if index not in read_parts(repo, job):
+                    raise IntegrityError(
+                        f"{layout.job_part(job, index)} is taken by an object that does not authenticate "
+                        f"(planted?): job {job} cannot publish",
+                        "run the backup again as a new job (a new Job uid); `drtool check` lists the object",
+                    ) from None
             part_written = time.monotonic()
     done = commit(repo, plugins, job, count, lock_wait=lock_wait)
     if done is None:
@@ -159,16 +132,12 @@ def run_shard_backup(
     return ShardOutcome(done.manifest, seconds)
 
 
-def _published(repo: Repository, backup_id: str) -> bool:
-    return repo.backend.exists(layout.manifest(backup_id))
-
-
 def commit(
     repo: Repository, plugins: Sequence[Plugin], job: str, count: int, *, lock_wait: float = DEFAULT_LOCK_WAIT
 ) -> Published | None:
     """Publish the job's backup once all ``count`` parts are written; None while some are missing."""
     backup_id = job_backup_id(repo, job)
-    if _published(repo, backup_id):
+    if published(repo, backup_id):
         return Published(repo.get_manifest(backup_id))
     parts = read_parts(repo, job)
     if sorted(parts) != list(range(count)):
@@ -179,7 +148,7 @@ def commit(
         try:
             repo.put_manifest(manifest)
         except DrtoolError:
-            if not _published(repo, backup_id):
+            if not published(repo, backup_id):
                 raise
             return Published(repo.get_manifest(backup_id))  # another worker committed first
         published_at = time.monotonic()
@@ -232,29 +201,3 @@ def merge(backup_id: str, parts: list[ShardPart], plugins: Mapping[str, Plugin])
         failure_domain=domain,
         stats=stats | {"shards": len(parts)},
     )
-
-
-def remove_job(repo: Repository, job: str) -> None:
-    for name in list(repo.backend.list(layout.job_parts(job))):
-        repo.backend.delete(name)
-
-
-def jobs(repo: Repository) -> set[str]:
-    return {n[len(layout.JOBS) :].split("/", 1)[0] for n in repo.backend.list(layout.JOBS)}
-
-
-def pending_parts(repo: Repository, cleanup: bool = False) -> list[ShardPart]:
-    """Parts of jobs not committed yet: prune keeps their chunks (and, with ``cleanup``, removes what
-    committed jobs left behind)."""
-    pending = []
-    for job in sorted(jobs(repo)):
-        try:
-            backup_id = _get(repo, f"{layout.job_parts(job)}backup-id", f"{job}/backup-id").decode()
-        except NotFound:
-            backup_id = ""
-        if backup_id and _published(repo, backup_id):
-            if cleanup:
-                remove_job(repo, job)  # committed; the committer died before cleaning up
-            continue
-        pending += read_parts(repo, job).values()
-    return pending

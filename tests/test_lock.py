@@ -12,6 +12,7 @@ import pytest
 
 from drtool.backends import open_backend
 from drtool.crypto.credentials import Credentials
+from drtool.crypto.master import LOCK
 from drtool.errors import DrtoolError
 from drtool.repo import layout
 from drtool.repo.lock import LockInfo, LockLost, StoreLocked, acquire, list_locks, read_lock, remove_stale_locks
@@ -87,10 +88,12 @@ def test_lock_of_a_dead_process_on_this_host_is_stale(store: Repository, tmp_pat
 
 
 def test_unreadable_lock_blocks_prune_not_backups(store: Repository) -> None:
+    """A lock sealed with the store's key that this drtool cannot read (a newer version's) may be a prune's."""
     now = dt.datetime.now(dt.UTC)
-    store.backend.put(layout.lock(layout.new_lock_id(now)), b"garbage that does not decrypt", exclusive=True)
+    lock_id = layout.new_lock_id(now)
+    store.backend.put(layout.lock(lock_id), store.key.seal(LOCK, lock_id, b'{"version": 99}'), exclusive=True)
     [bad] = list_locks(store)
-    assert bad.error and not bad.stale()
+    assert bad.error and bad.authentic and not bad.stale()
     with acquire(store, "shared", "backup"):
         pass
     with pytest.raises(StoreLocked, match="unreadable"):
@@ -101,10 +104,18 @@ def test_unreadable_lock_blocks_prune_not_backups(store: Repository) -> None:
 
 
 def test_lock_from_another_store_does_not_authenticate(store: Repository, tmp_path) -> None:
+    """Garbage, or a lock replayed from another store: no drtool of this store holds it, so it blocks nothing
+    (before: it blocked every prune until `drtool unlock --remove-all`, which Object Lock may forbid)."""
     other = Repository.init(open_backend(str(tmp_path / "other")), passphrase=PASSPHRASE)
     with acquire(other, "exclusive", "prune") as held:
         store.backend.put(layout.lock(held.id), other.backend.get(layout.lock(held.id)))
-    assert read_lock(store, held.id).error is not None
+    garbage = layout.new_lock_id(dt.datetime.now(dt.UTC))
+    store.backend.put(layout.lock(garbage), b"garbage that does not decrypt", exclusive=True)
+    for lock_id in (held.id, garbage):
+        assert read_lock(store, lock_id).error is not None and not read_lock(store, lock_id).authentic
+    with acquire(store, "exclusive", "prune"):
+        pass
+    assert set(store.skipped) == {layout.lock(held.id), layout.lock(garbage)}
 
 
 def test_backup_takes_a_shared_lock_and_a_lost_lock_publishes_nothing(store: Repository) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from drtool.backends import open_backend
 from drtool.backup import run_backup
+from drtool.crypto.master import MANIFEST
 from drtool.plugin.manager import get_plugin
 from drtool.prune import prune
 from drtool.repo import layout
@@ -90,14 +91,25 @@ def test_orphans_of_an_abandoned_backup_are_collected(store: Repository, tmp_pat
 
 
 def test_unreadable_manifest_stops_the_sweep(store: Repository, tmp_path: Path) -> None:
+    """A manifest sealed with the store's key that this drtool cannot read (a newer one's) may name any chunk:
+    nothing is swept. One that does not authenticate is no backup (anyone can put it there, Object Lock may
+    keep it for years): it is skipped, named, and the sweep goes on (tests/test_hostile_objects.py)."""
     backup_files(store, tmp_path / "k", os.urandom(100_000), "s")
-    store.backend.put(layout.manifest("20200101T000000Z-abcdef"), b"not a manifest")
+    unreadable = "20200101T000000Z-abcdef"
+    store.backend.put(layout.manifest(unreadable), store.key.seal(MANIFEST, unreadable, b"not a manifest"))
     with BackupSession(store) as session, session.context_for("files").artifact("x") as sink:
         sink.write(os.urandom(100_000))
     before = set(store.chunk_ids())
     report = prune(store, {"s": RetentionPolicy(keep_last=1)})
-    assert "20200101T000000Z-abcdef" in report.unreadable_manifests
+    assert unreadable in report.unreadable_manifests
     assert report.chunks_deleted == 0 and set(store.chunk_ids()) == before
+    store.delete_manifest(unreadable)
+    backup_files(store, tmp_path / "k2", os.urandom(100_000), "s")  # keep_last=1: the first one's chunks go
+    planted = layout.manifest("20200101T000000Z-000000")
+    store.backend.put(planted, b"not a manifest")
+    report = prune(store, {"s": RetentionPolicy(keep_last=1)})
+    assert report.unreadable_manifests == {} and report.chunks_deleted > 0
+    assert planted in report.ignored and "truncated" in report.ignored[planted]
 
 
 def test_prune_waits_for_running_backups_and_removes_stale_locks(store: Repository, tmp_path: Path) -> None:

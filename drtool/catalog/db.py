@@ -11,8 +11,9 @@ from sqlmodel import Session, SQLModel, create_engine, delete, select
 
 from drtool.catalog import runs as _runs  # its tables are created (and upgraded) with the others
 from drtool.catalog.models import ArtifactRow, BackupRow, ChainRow, StoreRow
-from drtool.errors import DrtoolError, UsageError
+from drtool.errors import DrtoolError, Unauthentic, UsageError
 from drtool.files import touch_private
+from drtool.repo import layout
 from drtool.repo.manifest import Manifest, utc_now
 from drtool.repo.repository import Repository
 
@@ -105,6 +106,8 @@ class Catalog:
                 try:
                     self._insert(session, repo.get_manifest(backup_id))
                     result.added += 1
+                except Unauthentic as exc:  # no backup: anyone can put such an object in the store
+                    repo.skip(layout.manifest(backup_id), exc.message)
                 except DrtoolError as exc:
                     result.unreadable[backup_id] = exc.message
             gone = known - in_store

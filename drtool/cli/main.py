@@ -19,6 +19,7 @@ from drtool.cli import (
     key_cmds,
     plan_cmds,
     prune_cmd,
+    repair_cmd,
     runs_cmds,
     schedule_cmds,
     shard_cmds,
@@ -106,6 +107,7 @@ app.add_typer(catalog_cmds.app, name="catalog")
 app.add_typer(schedule_cmds.app, name="schedule")
 app.add_typer(shard_cmds.app, name="shard")
 prune_cmd.register(app)
+app.add_typer(repair_cmd.app, name="repair")
 app.add_typer(plan_cmds.app, name="plan")
 app.add_typer(runs_cmds.app, name="runs")
 drill_cmds.register(app)

@@ -42,6 +42,7 @@ class AppState:
         repo = Repository.open(backend, credentials_from_env(), max_skew=self.settings.max_clock_skew)
         for line in repo.warnings:
             warn(line)
+        repo.on_skip = warn  # an object passed over later (planted or damaged): one line naming it
         return repo
 
     def open_catalog(self) -> Catalog:

@@ -207,8 +207,10 @@ def check(
         )
         for backup_id, err in report.bad_manifests.items():
             console.print(f"[red]manifest {backup_id}: {err}[/]")
-        for index_name, err in report.bad_indexes.items():
-            console.print(f"[red]index {index_name}: {err}[/]")
+        for name, why in report.ignored.items():
+            console.print(f"[red]{name} ignored: {why}[/]")
+        for line in report.store_warnings:
+            console.print(f"[red]{line}[/]")
         for pack_id, backups in report.missing_packs.items():
             console.print(f"[red]missing pack {pack_id[:16]} (needed by {', '.join(backups)})[/]")
         for pack_id, err in report.damaged_packs.items():

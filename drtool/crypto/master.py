@@ -37,7 +37,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from drtool.crypto.process_guard import protect_process
-from drtool.errors import IntegrityError
+from drtool.errors import Unauthentic
 
 MASTER_KEY_BYTES = 32
 NONCE_BYTES = 12
@@ -72,11 +72,11 @@ def seal(key: bytes, plaintext: bytes, aad: bytes) -> bytes:
 
 def unseal(key: bytes, blob: bytes, aad: bytes, what: str) -> bytes:
     if len(blob) < SEAL_OVERHEAD:
-        raise IntegrityError(f"{what} is truncated ({len(blob)} bytes)", "run `drtool check --read-data`")
+        raise Unauthentic(f"{what} is truncated ({len(blob)} bytes)", "run `drtool check --read-data`")
     try:
         return AESGCM(key).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], aad)
     except InvalidTag:
-        raise IntegrityError(
+        raise Unauthentic(
             f"{what} failed authentication (corrupted, swapped or from another store)",
             "run `drtool check --read-data` to list every damaged object",
         ) from None
@@ -183,14 +183,14 @@ class MasterKey:
         it (``_RETIRED_KINDS``; a manifest or index only if it existed when that key was retired)."""
         aad = associated_data(kind, self.store_id, name)
         if not self.may_open(kind, name):
-            raise IntegrityError(
+            raise Unauthentic(
                 f"{kind} {self._shown(kind, name)} was written after this key was retired (a newer key generation "
                 "sealed it, or a holder of this key)",
                 "open the store with a credential of the current key",
             )
         if len(blob) < SEAL_OVERHEAD:
             what = f"{kind} {self._shown(kind, name)}"
-            raise IntegrityError(f"{what} is truncated ({len(blob)} bytes)", "run `drtool check --read-data`")
+            raise Unauthentic(f"{what} is truncated ({len(blob)} bytes)", "run `drtool check --read-data`")
         candidates = [self]
         if self.retired and kind in _RETIRED_KINDS:
             allowed = [r.key for r in self.retired if kind not in _LISTED_KINDS or name in r.sealed]
@@ -210,12 +210,12 @@ class MasterKey:
         for r in late:
             with contextlib.suppress(InvalidTag):
                 AESGCM(r.key._aead_key).decrypt(nonce, body, aad)
-                raise IntegrityError(
+                raise Unauthentic(
                     f"{kind} {self._shown(kind, name)} is sealed with key generation {r.generation}, which was "
                     "retired before it was written: a holder of the old key wrote it",
                     "it is never used; remove it, and see docs/threat-model.md (key rotation)",
                 )
-        raise IntegrityError(
+        raise Unauthentic(
             f"{kind} {self._shown(kind, name)} failed authentication (corrupted, swapped or from another store)",
             "run `drtool check --read-data` to list every damaged object",
         )

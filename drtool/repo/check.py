@@ -7,6 +7,10 @@ reads the index and lists the packs); with it, every referenced chunk is downloa
 decompressed and re-hashed. In format 2 that reads whole packs, one GET each, and also checks each pack's
 own header against the index, so an index that lies about a pack is caught too.
 
+Objects that do not authenticate or whose names do not parse (anyone who can write the store can put one
+there: docs/threat-model.md) are listed by name in ``ignored``, with what opening the store passed over (key
+slots, key records); every other command skips them with one warning.
+
 Damage is reported where a user acts on it: a pack that is gone or damaged is named, and so is every
 chunk of it a backup needs (a pack holds a few dozen chunks, and the chunks say which backups are hurt).
 """
@@ -22,6 +26,8 @@ from drtool.errors import DrtoolError
 from drtool.progress import NullProgress, Progress
 from drtool.repo import layout
 from drtool.repo.chains import Link, review_links
+from drtool.repo.jobs import pending_parts
+from drtool.repo.lock import list_locks
 from drtool.repo.loose import LooseStore
 from drtool.repo.pack import BlobEntry, parse_header
 from drtool.repo.pack_index import Located, hex_ids
@@ -46,9 +52,11 @@ class CheckReport:
     damaged_chunks: dict[str, str] = dataclasses.field(default_factory=dict)  # chunk -> error
     orphan_chunks: list[str] = dataclasses.field(default_factory=list)
     leftover_temp_files: list[str] = dataclasses.field(default_factory=list)
+    # objects every command passes over (Repository.skip): name -> why; and what opening the store ignored
+    ignored: dict[str, str] = dataclasses.field(default_factory=dict)
+    store_warnings: list[str] = dataclasses.field(default_factory=list)
     # format 2
     packs_present: int = 0
-    bad_indexes: dict[str, str] = dataclasses.field(default_factory=dict)  # index object -> error
     damaged_packs: dict[str, str] = dataclasses.field(default_factory=dict)  # pack -> error
     missing_packs: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # indexed, gone -> backups
     orphan_packs: list[str] = dataclasses.field(default_factory=list)  # uploaded, never indexed
@@ -60,7 +68,8 @@ class CheckReport:
             or self.flagged
             or self.missing_chunks
             or self.damaged_chunks
-            or self.bad_indexes
+            or self.ignored
+            or self.store_warnings
             or self.damaged_packs
         )
 
@@ -93,15 +102,21 @@ def check(
     report.flagged.update(doubtful)
     leftovers = getattr(repo.backend, "leftover_temp_files", None)
     report.leftover_temp_files = leftovers() if leftovers else []
+
+    list_locks(repo)  # read only: what does not authenticate is skipped, and so named in ``ignored``
+    pending_parts(repo)
     if isinstance(repo.chunks, PackedStore):
         _check_packs(repo.chunks, referenced, report, read_data, progress, workers)
-        return report
-    present = set(repo.chunk_ids())
-    report.chunks_referenced, report.chunks_present = len(referenced), len(present)
-    report.missing_chunks = {c: sorted(set(b)) for c, b in referenced.items() if c not in present}
-    report.orphan_chunks = sorted(present - referenced.keys())
-    if read_data:
-        _read_all(repo.chunks, sorted(referenced.keys() & present), report, progress, workers)
+    else:
+        present = set(repo.chunk_ids())
+        report.chunks_referenced, report.chunks_present = len(referenced), len(present)
+        report.missing_chunks = {c: sorted(set(b)) for c, b in referenced.items() if c not in present}
+        report.orphan_chunks = sorted(present - referenced.keys())
+        if read_data:
+            _read_all(repo.chunks, sorted(referenced.keys() & present), report, progress, workers)
+    bad = {layout.manifest(i) for i in report.bad_manifests}  # listed there already
+    report.ignored = {name: why for name, why in sorted(repo.skipped.items()) if name not in bad}
+    report.store_warnings = list(repo.warnings)
     return report
 
 
@@ -113,11 +128,7 @@ def _check_packs(
     progress: Progress,
     workers: int,
 ) -> None:
-    try:
-        index = store.index(refresh=True)
-    except DrtoolError as exc:
-        report.bad_indexes["index/"] = exc.message  # one unreadable index object: nothing is known for sure
-        return
+    index = store.index(refresh=True)  # index objects that do not authenticate are skipped: named in ``ignored``
     listed = store.pack_ids()
     packs = dict(index.by_pack())
     indexed = {cid for pack_id, rows in packs.items() if pack_id in listed for cid in hex_ids(rows)}
@@ -125,7 +136,7 @@ def _check_packs(
     report.chunks_referenced, report.chunks_present = len(referenced), len(indexed)
     report.missing_chunks = {c: sorted(set(b)) for c, b in referenced.items() if c not in indexed}
     report.orphan_chunks = sorted(indexed - referenced.keys())
-    report.orphan_packs = sorted(listed - packs.keys())
+    report.orphan_packs = sorted(p for p, _, _ in store.adopt(sorted(listed - packs.keys())))  # header opens
     for pack_id in sorted(packs.keys() - listed):
         hurt = {b for cid in hex_ids(packs[pack_id]) for b in report.missing_chunks.get(cid, ())}
         if hurt:

@@ -21,6 +21,7 @@ LOCK_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{16}$")
 PACK_ID = re.compile(r"^[0-9a-f]{32}$")
 INDEX_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{16}$")
 JOB_ID = re.compile(r"^[0-9a-z][0-9a-z.-]{0,62}$")
+PART_NAME = re.compile(r"^part-[0-9]{5,9}$")
 
 
 def chunk(chunk_id: str) -> str:
@@ -88,6 +89,11 @@ def new_index_id() -> str:
 
 def job_part(job_id: str, index: int) -> str:
     return f"{JOBS}{job_id}/part-{index:05d}"
+
+
+def part_index_of(tail: str) -> int | None:
+    """The worker index of a shard part's file name (``part-00003``), None for any other name."""
+    return int(tail[5:]) if PART_NAME.match(tail) else None
 
 
 def job_parts(job_id: str) -> str:

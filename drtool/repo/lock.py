@@ -31,7 +31,7 @@ import time
 from typing import Literal
 
 from drtool.crypto.master import LOCK
-from drtool.errors import DrtoolError, IntegrityError, NotFound, StoreUnavailable
+from drtool.errors import DrtoolError, IntegrityError, NotFound, StoreUnavailable, Unauthentic
 from drtool.repo import layout
 from drtool.repo.repository import Repository
 
@@ -68,9 +68,11 @@ class LockInfo:
     created: str = ""
     expires: str = ""
     error: str | None = None
+    authentic: bool = True  # False: no key of the store sealed it, so no drtool holds it (planted, damaged)
 
     def to_json(self) -> dict[str, object]:
-        return {"version": LOCK_VERSION, **{k: v for k, v in dataclasses.asdict(self).items() if k != "error"}}
+        fields = dataclasses.asdict(self).items()
+        return {"version": LOCK_VERSION, **{k: v for k, v in fields if k not in ("error", "authentic")}}
 
     def stale(self, now: dt.datetime | None = None) -> bool:
         """Expired, or held by a process of this host that no longer exists. Unreadable locks are not stale."""
@@ -81,7 +83,10 @@ class LockInfo:
         return self.host == socket.gethostname() and not _pid_alive(self.pid)
 
     def conflicts_with(self, kind: Kind) -> bool:
-        """Whether holding this lock forbids taking one of ``kind``; an unreadable lock only blocks exclusive."""
+        """Whether holding this lock forbids taking one of ``kind``; an unreadable lock only blocks exclusive
+        (it could be a newer drtool's prune), one that does not authenticate blocks nothing."""
+        if not self.authentic:
+            return False
         if self.error is not None:
             return kind == "exclusive"
         return kind == "exclusive" or self.kind == "exclusive"
@@ -109,22 +114,30 @@ def read_lock(repo: Repository, lock_id: str) -> LockInfo:
         data = json.loads(repo.key.unseal(LOCK, lock_id, blob))
         if data.get("version") != LOCK_VERSION:
             raise IntegrityError(f"lock {lock_id} has unknown version {data.get('version')}")
-        fields = {f.name for f in dataclasses.fields(LockInfo)} - {"error", "id"}
+        fields = {f.name for f in dataclasses.fields(LockInfo)} - {"error", "id", "authentic"}
         return LockInfo(id=lock_id, **{k: data[k] for k in fields})
+    except Unauthentic as exc:
+        return LockInfo(id=lock_id, error=exc.message, authentic=False)
     except (DrtoolError, ValueError, KeyError, TypeError) as exc:
         return LockInfo(id=lock_id, error=exc.message if isinstance(exc, DrtoolError) else str(exc))
 
 
 def list_locks(repo: Repository) -> list[LockInfo]:
-    """Every lock in the store (a lock deleted while we list is skipped)."""
+    """Every lock in the store (a lock deleted while we list is skipped); one that does not authenticate is
+    listed, and named once in a warning (``Repository.skip``)."""
     out = []
     for name in repo.backend.list(layout.LOCKS):
         lock_id = layout.lock_id_of(name)
-        if lock_id:
-            try:
-                out.append(read_lock(repo, lock_id))
-            except NotFound:
-                continue
+        if not lock_id:
+            repo.skip(name, "not a lock name")
+            continue
+        try:
+            info = read_lock(repo, lock_id)
+        except NotFound:
+            continue
+        if not info.authentic:
+            repo.skip(name, f"{info.error}; it blocks nothing")
+        out.append(info)
     return sorted(out, key=lambda lock: lock.id)
 
 

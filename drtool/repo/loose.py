@@ -63,6 +63,8 @@ class LooseStore:
             cid = layout.chunk_id_of(name)
             if cid:
                 yield cid
+            else:
+                self.repo.skip(name, "not a chunk name")
 
     # -- the ChunkStore interface ---------------------------------------------------------------------
 

@@ -18,8 +18,9 @@ where a dict of Python objects would take about five times that (a million chunk
 from __future__ import annotations
 
 import dataclasses
+import json
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -172,18 +173,63 @@ class PackIndex:
             start = end
 
 
-def load(backend: Backend, key: MasterKey, workers: int = 8) -> tuple[PackIndex, list[str]]:
-    """The union of every index object in the store ``key`` may open (a retired key: those it sealed before
-    it was retired), and their names."""
-    names = [n for n in backend.list(layout.INDEX) if (i := layout.index_id_of(n)) and key.may_open(INDEX, i)]
+SUPERSEDED = f"{layout.INDEX}superseded/"  # `drtool repair index`'s markers (docs/store-format.md, "Index")
+Skip = Callable[[str, str], None]  # an object passed over, and why (``Repository.skip``)
 
-    def read(name: str) -> tuple[np.ndarray, np.ndarray]:
+
+def load(backend: Backend, key: MasterKey, skip: Skip, workers: int = 8) -> tuple[PackIndex, list[str]]:
+    """The union of the index objects in use, and their names.
+
+    In use: named like an index object, one ``key`` may open (a retired key: those it sealed before it was
+    retired), authenticated, decoded, and not superseded by a repair's marker. Any
+    other object under ``index/`` is handed to ``skip``: one planted object must not stop every backup and
+    restore, and nothing it claims is believed (an unauthenticated index could point chunks anywhere)."""
+    names, markers = [], []
+    for name in backend.list(layout.INDEX):
+        if layout.index_id_of(name):
+            names.append(name)
+        elif name.startswith(SUPERSEDED):
+            markers.append(name)
+        else:
+            skip(name, "not an index object name")
+    superseded = _superseded(backend, key, markers, skip)
+    names = [n for n in names if (i := layout.index_id_of(n)) not in superseded and key.may_open(INDEX, i or "")]
+
+    def read(name: str) -> tuple[np.ndarray, np.ndarray] | None:
         index_id = layout.index_id_of(name) or ""
-        return decode(key.unseal(INDEX, index_id, backend.get(name)), f"index {index_id}")
+        try:
+            return decode(key.unseal(INDEX, index_id, backend.get(name)), f"index {index_id}")
+        except IntegrityError as exc:
+            skip(name, exc.message)
+            return None
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-index") as pool:
-        tables = list(pool.map(read, names))
-    return PackIndex.merge(tables), names
+        read_tables = list(pool.map(read, names))
+    used = [name for name, table in zip(names, read_tables, strict=True) if table is not None]
+    return PackIndex.merge([table for table in read_tables if table is not None]), used
+
+
+def supersede(backend: Backend, key: MasterKey, index_ids: Iterable[str]) -> str:
+    """Write a marker that retires ``index_ids``: readers ignore them from now on (Object Lock may keep a
+    planted or replaced index object in the store for years; it then costs its storage and nothing else)."""
+    seal_name = f"{SUPERSEDED[len(layout.INDEX) :]}{layout.new_index_id()}"
+    body = json.dumps({"version": 1, "superseded": sorted(index_ids)}).encode()
+    backend.put(f"{layout.INDEX}{seal_name}", key.seal(INDEX, seal_name, body), exclusive=True)
+    return f"{layout.INDEX}{seal_name}"
+
+
+def _superseded(backend: Backend, key: MasterKey, markers: list[str], skip: Skip) -> set[str]:
+    """The index ids that authenticated markers retire (a marker without the key retires nothing)."""
+    ids: set[str] = set()
+    for name in markers:
+        try:
+            data = json.loads(key.unseal(INDEX, name[len(layout.INDEX) :], backend.get(name)))
+            ids.update(str(i) for i in data["superseded"])
+        except IntegrityError as exc:
+            skip(name, exc.message)
+        except (ValueError, KeyError, TypeError):
+            skip(name, "not a drtool index marker")
+    return ids
 
 
 def hex_ids(entries: np.ndarray) -> list[str]:

@@ -31,7 +31,7 @@ from drtool.crypto.master import BLOB, SEAL_OVERHEAD
 from drtool.errors import IntegrityError, NotFound
 from drtool.repo import layout, pack_index
 from drtool.repo.chunks import Buffer, ChunkRef, Fetch, Stats, Verified
-from drtool.repo.pack import BlobEntry, PackBuilder, header_length, parse_header
+from drtool.repo.pack import TRAILER, BlobEntry, PackBuilder, header_length, parse_header
 from drtool.repo.pack_index import Located, PackIndex, Shipped
 
 if TYPE_CHECKING:
@@ -60,8 +60,12 @@ class PackedStore:
         """The union of the store's index objects, read once (again with ``refresh``)."""
         with self._lock:
             if self._index is None or refresh:
-                self._index, _ = pack_index.load(self.repo.backend, self.repo.key)
+                self._index, _ = self.load()
             return self._index
+
+    def load(self) -> tuple[PackIndex, list[str]]:
+        """The index objects in use, read now, and their names (``pack_index.load``: others are skipped)."""
+        return pack_index.load(self.repo.backend, self.repo.key, self.repo.skip)
 
     def open_blob(self, located: Located, blob: Buffer) -> bytes:
         """A blob's plaintext, authenticated, decompressed and checked against its id."""
@@ -78,6 +82,8 @@ class PackedStore:
         """A pack's size and the blobs its own header lists."""
         name = layout.pack(pack_id)
         size = self.repo.backend.size(name)
+        if size < SEAL_OVERHEAD + TRAILER.size:
+            raise IntegrityError(f"pack {pack_id[:12]} is truncated ({size} bytes)")
         start = max(0, size - HEADER_GUESS)
         tail = self.repo.backend.get_range(name, start, size - start)
         need = header_length(tail)
@@ -86,7 +92,29 @@ class PackedStore:
         return size, parse_header(self.repo.key, pack_id, tail, size)
 
     def pack_ids(self) -> set[str]:
-        return {pid for name in self.repo.backend.list(layout.PACKS) if (pid := layout.pack_id_of(name))}
+        ids = set()
+        for name in self.repo.backend.list(layout.PACKS):
+            pack_id = layout.pack_id_of(name)
+            if pack_id:
+                ids.add(pack_id)
+            else:
+                self.repo.skip(name, "not a pack name")
+        return ids
+
+    def adopt(self, pack_ids: list[str]) -> list[Shipped]:
+        """Of packs no index names, those whose own header authenticates, with their blobs (a killed backup's
+        uploads, or the packs of an index that was lost or damaged); the others are skipped by name."""
+        adopted = []
+        for pack_id in pack_ids:
+            try:
+                size, entries = self.read_header(pack_id)
+            except NotFound:
+                continue  # deleted since the listing
+            except IntegrityError as exc:
+                self.repo.skip(layout.pack(pack_id), exc.message)
+                continue
+            adopted.append((pack_id, size, entries))
+        return adopted
 
     # -- the ChunkStore interface ---------------------------------------------------------------------
 
@@ -180,14 +208,8 @@ class PackWriter:
 
     def _adopt_orphans(self) -> list[Shipped]:
         """Packs a killed backup uploaded but never indexed: indexed with this session's packs and reused."""
-        orphans = sorted(self.store.pack_ids() - self._index.pack_ids())
-        adopted = []
-        for pack_id in orphans:
-            try:
-                size, entries = self.store.read_header(pack_id)
-            except (IntegrityError, NotFound):
-                continue  # damaged or deleted meanwhile: not reused; `drtool check` reports it
-            adopted.append((pack_id, size, entries))
+        adopted = self.store.adopt(sorted(self.store.pack_ids() - self._index.pack_ids()))
+        for _, _, entries in adopted:
             self._claimed.update(e.chunk_id for e in entries)
         return adopted
 

@@ -6,6 +6,8 @@ every index entry naming a pack that exists, and every referenced chunk indexed)
    decryption, and they keep authenticating, since a blob is bound to its chunk id, not to its pack);
 2. new index objects listing every live blob: of kept packs and of the new packs;
 3. the old index objects are deleted; 4. the dead and the repacked packs are deleted.
+Packs no index object in use names are first indexed from their own headers (``PackedStore.adopt``): an
+index object that does not authenticate is skipped, and the packs it named must not look like garbage.
 
 Memory grows with the store only by numpy arrays: the index (49 bytes per chunk), the mark set (32 bytes per
 referenced chunk) and the new index; packs are classified and the blobs to copy chosen with vectorised
@@ -74,7 +76,7 @@ def plan(index: PackIndex, listed: set[str], referenced: np.ndarray, target: int
             small.append(pack_id)
     if len(small) > 1:
         result.repack += small  # small packs (many small backups) are joined into full ones
-    result.delete += sorted(listed - index.pack_ids() - pinned)  # uploaded by a killed backup, never indexed
+    result.delete += sorted(listed - index.pack_ids() - pinned)  # indexed by nothing, their header unreadable
     result.dead_chunks = dead_chunks(entries["id"], live)
     return result
 
@@ -174,8 +176,13 @@ def sweep(
     check_lock: Callable[[], None],
 ) -> dict[str, object]:
     """Run prune's sweep; returns the figures for its report. ``lock_status`` is None without Object Lock."""
-    index, index_names = pack_index.load(store.repo.backend, store.repo.key)
+    index, index_names = store.load()
     listed = store.pack_ids()
+    # packs no index names are read before anything is deleted: a killed backup's, or those of an index object
+    # that was lost or does not authenticate (skipped by ``load``), which may hold what backups need
+    adopted = store.adopt(sorted(listed - index.pack_ids()))
+    if adopted:
+        index = PackIndex.merge([(index.packs, index.entries), pack_index.entries_of(adopted)])
     target = store.repo.config.packs.target_size if store.repo.config.packs else 16 << 20
     locked: dict[str, str] = {}
     pinned: set[str] = set()
@@ -201,7 +208,7 @@ def sweep(
         "chunks_deleted": sweep_plan.dead_chunks,
         "locked_objects": locked,
     }
-    if dry_run or not (sweep_plan.delete or sweep_plan.repack or sweep_plan.dead_chunks):
+    if dry_run or not (sweep_plan.delete or sweep_plan.repack or sweep_plan.dead_chunks or adopted):
         figures["packs_written"] = 0
         return figures
     check_lock()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -54,11 +55,24 @@ class Repository:
         self.owner = owner
         self.codec = Codec(config.compression_level, config.chunker.max_size)
         self.chunks: LooseStore | PackedStore = PackedStore(self) if config.packed else LooseStore(self)
+        self.skipped: dict[str, str] = {}  # object name -> why it was passed over (``skip``)
+        self.on_skip: Callable[[str], None] = _log_skip  # the CLI prints a warning line instead
+        self._skip_lock = threading.Lock()
 
     @property
     def warnings(self) -> list[str]:
         """What opening the store found and ignored (planted or malformed slots, records), one line each."""
         return self.trust.warnings
+
+    def skip(self, name: str, reason: str) -> None:
+        """Pass over the object ``name`` (it does not authenticate, or its name or contents do not parse),
+        saying so once per process: anyone who can write the store can plant one, so an operation that does
+        not need that object must go on (docs/threat-model.md, "A keyless store writer")."""
+        with self._skip_lock:
+            if name in self.skipped:
+                return
+            self.skipped[name] = reason
+        self.on_skip(f"{name} ignored: {reason}")
 
     @property
     def gear(self) -> tuple[bytes | None, int]:
@@ -192,8 +206,14 @@ class Repository:
 
     def backup_ids(self) -> list[str]:
         """Every backup's id; with a retired key, those written before it was retired (all it can read)."""
-        ids = (layout.backup_id_of(n) for n in self.backend.list(layout.MANIFESTS))
-        return sorted(i for i in ids if i and self.key.may_open(MANIFEST, i))
+        ids = []
+        for name in self.backend.list(layout.MANIFESTS):
+            backup_id = layout.backup_id_of(name)
+            if not backup_id:
+                self.skip(name, "not a backup id")
+            elif self.key.may_open(MANIFEST, backup_id):
+                ids.append(backup_id)
+        return sorted(ids)
 
     def get_manifest(self, backup_id: str) -> Manifest:
         """A backup's manifest, with what the store says of it: when it was stored, whether its stated times
@@ -337,11 +357,15 @@ class Repository:
         try:
             return self.get_manifest(backup_id)
         except IntegrityError as exc:
-            log.warning("backup %s passed over: %s", backup_id, exc.message)
+            self.skip(layout.manifest(backup_id), exc.message)
             return None
 
     def delete_manifest(self, backup_id: str) -> None:
         self.backend.delete(layout.manifest(backup_id))
+
+
+def _log_skip(line: str) -> None:
+    log.warning("%s", line)
 
 
 NO_BACKUP_HINT = "run `drtool backup` first, or name a backup by its id (`drtool list`)"

@@ -17,8 +17,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from drtool import __version__
-from drtool.errors import DrtoolError, StoreUnavailable, UsageError
+from drtool.errors import DrtoolError, IntegrityError, StoreUnavailable, UsageError
 from drtool.progress import NullProgress, Progress
+from drtool.repo import layout
 from drtool.repo.chunker import StreamChunker
 from drtool.repo.chunks import ChunkWriter, Stats
 from drtool.repo.lock import DEFAULT_TTL, acquire
@@ -214,7 +215,11 @@ class BackupSession:
                 for backup_id in reversed(self.repo.backup_ids()[-lookback:]):
                     if best is not None and not backup_id.startswith(best.id.split("-")[0]):
                         break  # ids sort by their start second; within one second, by finish time below
-                    manifest = self.repo.get_manifest(backup_id)
+                    try:
+                        manifest = self.repo.get_manifest(backup_id)
+                    except IntegrityError as exc:  # planted or damaged: lends nothing, stops nothing
+                        self.repo.skip(layout.manifest(backup_id), exc.message)
+                        continue
                     outcome = manifest.plugins.get(plugin)
                     usable = (
                         manifest.backup_set == self.backup_set
