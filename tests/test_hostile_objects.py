@@ -4,7 +4,7 @@ name does not parse, must stop nothing that does not need it.
 The attacker holds no key and can put any object under any name (on MinIO: the write-only `backup` user of a
 bucket with Object Lock, so nobody can remove what it planted). For each kind of object the store lists and
 parses, a test plants one, then runs what an operator runs, through the `drtool` command: the next backup, a
-restore of a genuine backup by id and by `latest` (its bytes compared), prune, and `check`. Each command that
+restore of a genuine backup by id and by `latest` (its bytes compared), `check`, then prune. Each command that
 meets the object prints one warning line naming it and goes on; `check` names it and exits 4; no command
 prints a traceback. `drtool repair index` rebuilds the index from the packs' headers when index objects were
 planted or lost. docs/threat-model.md ("A keyless store writer") names these tests.
