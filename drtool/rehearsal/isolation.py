@@ -30,7 +30,7 @@ from typing import Any
 
 from drtool.errors import UsageError
 from drtool.independence.domain import FailureDomain, parse_address
-from drtool.rehearsal import netns
+from drtool.rehearsal import confine, netns
 from drtool.rehearsal.guard import DNS, NAMESPACE, NetworkGuard
 from drtool.rehearsal.relay import DnsRelay, Record, TcpRelay, resolver
 from drtool.rehearsal.witness import OnAttempt, Witness
@@ -68,7 +68,7 @@ def choose(requested: str, keep: bool) -> tuple[str, str]:
     """(mode, why) for ``requested`` (auto, netns or in-process); a netns that cannot be is a UsageError."""
     if requested not in MODES:
         raise UsageError(f"isolation {requested!r} is not a mode", f"choose {', '.join(MODES)}")
-    impossible = netns.available()
+    impossible = netns.available() or confine.available()
     if requested == NETNS:
         if impossible:
             raise UsageError(f"--isolation netns is not possible here: {impossible}", "use --isolation in-process")
@@ -96,7 +96,7 @@ def isolate(
         return
     with netns.namespace() as name, contextlib.ExitStack() as stack:
         isolation.namespace = name
-        relayed = _relayed(allowed, domain)
+        relayed, names = _relayed(allowed, domain)
         for ip, port in relayed:
             stack.callback(TcpRelay(name, (ip, port)).close)
             isolation.relayed.append(f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}")
@@ -104,16 +104,20 @@ def isolate(
             stack.callback(netns.in_namespace(name, lambda port=held: _reserve(port)).close)
         servers, search = resolver()
         for server in servers:
-            stack.callback(DnsRelay(name, server, search, guard.is_inside, _dns_record(guard)).close)
+            relay = DnsRelay(name, server, search, guard.is_inside, _dns_record(guard), names, isolation.note_blocked)
+            stack.callback(relay.close)
         witness = Witness(name, _witness_judge(guard, isolation, set(relayed), set(servers)))
         stack.callback(witness.close)
-        with netns.entered(name):
+        sockets = confine.host_sockets()  # read here, where the host's network namespace still is
+        with netns.entered(name), confine.children(sockets):
             yield isolation
 
 
-def _relayed(allowed: Iterable[str], domain: FailureDomain) -> list[tuple[str, int]]:
-    """The (IP, port) pairs to carry in: each allowed endpoint outside the domain, its name resolved here."""
+def _relayed(allowed: Iterable[str], domain: FailureDomain) -> tuple[list[tuple[str, int]], dict[str, list[str]]]:
+    """The (IP, port) pairs to carry in: each allowed endpoint outside the domain, its name resolved here; and
+    each such name with its IPs (what the namespace's resolver answers, and all it answers)."""
     out: list[tuple[str, int]] = []
+    names: dict[str, list[str]] = {}
     for text in allowed:
         address = parse_address(text)
         if address is None or address.port is None or domain.match_address(address) is not None:
@@ -124,9 +128,13 @@ def _relayed(allowed: Iterable[str], domain: FailureDomain) -> list[tuple[str, i
             continue
         for info in infos:
             ip = str(info[4][0])
-            if (ip, address.port) not in out and domain.is_inside(ip, address.port) is None:
+            if domain.is_inside(ip, address.port) is not None:
+                continue
+            if (ip, address.port) not in out:
                 out.append((ip, address.port))
-    return out
+            if address.ip is None and ip not in names.setdefault(address.host, []):
+                names[address.host].append(ip)
+    return out, names
 
 
 def _loopback_ports(domain: FailureDomain) -> list[int]:
@@ -161,7 +169,7 @@ def _witness_judge(
     def judge(protocol: str, ip: str, port: int) -> None:
         if (ip, port) in relayed or (protocol == "udp" and ip in dns):
             return  # carried out, or a lookup (and the resolver relay's answer, sent back from its address)
-        why = guard.is_inside(ip, port)
+        why = guard.judge(ip, port)[1]
         if why is not None:
             guard.record(ip, port, why, NAMESPACE)
         elif not ipaddress.ip_address(ip).is_loopback:
