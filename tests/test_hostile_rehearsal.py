@@ -66,9 +66,14 @@ def unix_secret(tmp_path: Path) -> Iterator[Path]:
 
 
 @needs_netns
-def test_a_restore_child_cannot_read_a_unix_socket_on_the_host(unix_secret: Path) -> None:
-    """Directly, and through drtool's own /proc/<pid>/root (the host's mount namespace): refused."""
+def test_a_restore_child_cannot_read_a_unix_socket_on_the_host(unix_secret: Path, tmp_path: Path) -> None:
+    """Directly, and through drtool's own /proc/<pid>/root (the host's mount namespace): refused. A socket the
+    rehearsal needs (a catalog's: ``reachable_endpoints``) stays in reach."""
     guard = NetworkGuard(FailureDomain({}).is_inside)
+    catalog = socket.socket(socket.AF_UNIX)
+    catalog.bind(str(tmp_path / ".s.PGSQL.5432"))
+    catalog.listen()
+    serve(catalog, b"catalog")
     ways = [str(unix_secret), f"/proc/{os.getpid()}/root{unix_secret}", f"/proc/1/root{unix_secret}"]
     code = f"""
 import socket
@@ -80,9 +85,12 @@ for path in {ways!r}:
     except OSError as exc:
         print("refused", path, exc)
 """
-    with isolate("netns", FailureDomain({}), guard) as isolation:
+    needed = f"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{catalog.getsockname()}'); print(s.recv(9))"
+    with isolate("netns", FailureDomain({}), guard, [f"{tmp_path}/.s.PGSQL.5432"]) as isolation:
         assert isolation.mode == "netns"
-        attempt = child(code)
+        attempt, kept = child(code), child(needed)
+    catalog.close()
+    assert kept.stdout.strip() == "b'catalog'", kept.stderr
     assert SECRET not in attempt.stdout, attempt.stdout
     assert [line.split()[0] for line in attempt.stdout.splitlines()] == ["refused"] * len(ways), attempt
     with socket.socket(socket.AF_UNIX) as s:  # drtool, back on the host, still reaches it
@@ -104,20 +112,26 @@ import ctypes, glob, os, socket
 libc = ctypes.CDLL(None, use_errno=True)
 caps = [l for l in open("/proc/self/status") if l.startswith("CapEff")][0].split()[1]
 print("effective capabilities", caps)
+def reach(where):
+    try:
+        with socket.create_connection(("127.0.0.1", {port}), timeout=5) as s:
+            print("reached the host from", where, s.recv(100).decode())
+    except OSError as exc:
+        print("tcp refused from", where, exc)
 for ns in ["/proc/1/ns/net", "/proc/{os.getpid()}/ns/net", *glob.glob("/proc/{os.getpid()}/task/*/ns/net")]:
     try:
         fd = os.open(ns, os.O_RDONLY)
-        print("entered" if libc.setns(fd, 0x40000000) == 0 else "setns refused", ns)
+        if libc.setns(fd, 0x40000000) == 0:
+            print("entered", ns)
+            reach(ns)
+        else:
+            print("setns refused", ns)
     except OSError as exc:
         print("open refused", ns, exc.errno)
+reach("where it was started")
 for flag in (0x40000000, 0x00020000):  # CLONE_NEWNET, CLONE_NEWNS
     print("unshare", flag, "refused" if libc.unshare(flag) else "done")
 print("mount", "refused" if libc.mount(b"none", b"/mnt", b"tmpfs", 0, None) else "done")
-try:
-    with socket.create_connection(("127.0.0.1", {port}), timeout=5) as s:
-        print("reached the host:", s.recv(100).decode())
-except OSError as exc:
-    print("tcp refused", exc)
 """
     with isolate("netns", domain, guard) as isolation, guard:
         attempt = child(code)
@@ -126,7 +140,7 @@ except OSError as exc:
     out = attempt.stdout
     assert attempt.returncode == 0, attempt.stderr
     assert "entered" not in out and SECRET not in out and "done" not in out, out
-    assert "effective capabilities 0000000000000000" in out and "tcp refused" in out, out
+    assert "effective capabilities 0000000000000000" in out and "tcp refused from where it was started" in out, out
     assert (f"127.0.0.1:{port}", "namespace") in {(r.address, r.by) for r in guard.refused}, isolation
 
 
@@ -164,8 +178,9 @@ def test_the_namespace_resolver_forwards_nothing_and_answers_only_what_the_rehea
     domain = FailureDomain({"cluster_dns_suffixes": ["cluster.local"]})
     recorded, noted = [], []
     with netns.namespace() as name:
-        relay = DnsRelay(name, server, [], domain.is_inside, lambda n, why: recorded.append(n), {}, noted.append)
-        relay.names = {"store.example.net": ["10.1.2.3"]}  # what isolate() hands it: the relayed endpoints
+        relay = DnsRelay(name, server, [], domain.is_inside, lambda n, why: recorded.append(n))
+        relay.names = {"store.example.net": ["10.1.2.3"]}  # what isolate() hands it: the relayed endpoints' names
+        relay.note = noted.append
 
         def ask(qname: str, kind: str = "A") -> dns.message.Message:
             query = dns.message.make_query(qname, kind)

@@ -6,10 +6,13 @@ Two modes, and the report says which ran (``Isolation.to_dict()``, in the rehear
   thread and process the restore starts, runs in a fresh network namespace (netns.py) where only loopback
   exists. The target lab is started in there. What the restore must reach outside — the store's S3 endpoint,
   a PostgreSQL catalog, an existing target cluster — is relayed in on its own address (relay.py), unless it
-  lies in the failure domain. Names resolve through a relay that refuses the domain's names. Every other
-  attempt is refused by the kernel and seen by the witness (witness.py): one into the failure domain is
-  recorded as a refused connection (it fails the rehearsal, as the guard's do), one elsewhere as
-  ``blocked``. The in-process guard runs too, so drtool's own attempts are refused with their evidence.
+  lies in the failure domain. Names resolve through a relay that answers the relayed endpoints' names and
+  nothing else. Every other attempt is refused by the kernel and seen by the witness (witness.py): one into
+  the failure domain is recorded as a refused connection (it fails the rehearsal, as the guard's do), one
+  elsewhere as ``blocked``. The in-process guard runs too, so drtool's own attempts are refused with their
+  evidence. And the namespace holds what is started in it (confine.py): each program runs in a mount
+  namespace of its own, with the host's Unix sockets covered and no capability to ``setns`` out, mount or
+  unmount.
 - **in-process**: only the guard (guard.py): drtool's own Python connections, datagrams and lookups, in
   drtool's process and in each plan step's (the executor installs the guard there). Other subprocesses and
   C libraries are not covered, and the report says so ("subprocesses unguarded").
@@ -23,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import ipaddress
+import os
 import socket
 import threading
 from collections.abc import Iterable, Iterator
@@ -39,7 +43,8 @@ AUTO, NETNS, IN_PROCESS = "auto", "netns", "in-process"
 MODES = (AUTO, NETNS, IN_PROCESS)
 COVERS = {
     NETNS: "every process the restore starts (subprocesses and C libraries included): a network namespace with "
-    "only loopback, the target and the relayed endpoints",
+    "only loopback, the target and the relayed endpoints, that they cannot leave (no capabilities, the host's "
+    "Unix sockets covered)",
     IN_PROCESS: "drtool's own Python connections, datagrams and DNS lookups, in each step's process too; "
     "subprocesses unguarded, and so are C libraries that open their own sockets (libpq)",
 }
@@ -108,7 +113,8 @@ def isolate(
             stack.callback(relay.close)
         witness = Witness(name, _witness_judge(guard, isolation, set(relayed), set(servers)))
         stack.callback(witness.close)
-        sockets = confine.host_sockets()  # read here, where the host's network namespace still is
+        kept = {os.path.realpath(a) for a in allowed if a.startswith("/")}  # a catalog's Unix socket
+        sockets = [s for s in confine.host_sockets() if os.path.realpath(s) not in kept]  # read on the host
         with netns.entered(name), confine.children(sockets):
             yield isolation
 
