@@ -21,7 +21,8 @@ capabilities, down to the last grandchild:
   capability otherwise).
 
 drtool's own thread keeps its capabilities (it must come back: ``setns`` to its mount namespace, its
-securebits and sets restored on the way out); a forked child keeps them until it executes a program, which
+securebits and sets restored on the way out; its working folder and umask stay its own from then on, as
+``unshare(CLONE_FS)`` leaves them: a ``chdir`` on another thread no longer moves it); a forked child keeps them until it executes a program, which
 drtool's code always does at once (``subprocess``; the lab's PostgreSQL drops to its user first). What is not
 prevented is in docs/threat-model.md: a child still runs as uid 0 on the host's filesystem, and a socket bound
 on the host after the block started is not covered.
@@ -37,6 +38,9 @@ import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from drtool.errors import UsageError
+
+HINT = "rehearse with --isolation in-process"
 CLONE_FS, CLONE_NEWNS = 0x00000200, 0x00020000
 MS_RDONLY, MS_NOSUID, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 0x1, 0x2, 0x8, 0x1000, 0x4000, 1 << 18
 SYS_MOUNT_SETATTR = 442  # the same number on every architecture (Linux 5.12)
@@ -176,7 +180,10 @@ def children(sockets: Iterable[str]) -> Iterator[None]:
     cwd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
     try:
         try:
-            _private_mounts(sockets)
+            try:
+                _private_mounts(sockets)
+            except OSError as exc:  # a container that forbids mounts, a seccomp filter
+                raise UsageError(f"cannot confine the rehearsal's restore: {exc}", HINT) from exc
             with _no_capabilities_after_exec():
                 yield
         finally:
