@@ -133,10 +133,13 @@ for flag in (0x40000000, 0x00020000):  # CLONE_NEWNET, CLONE_NEWNS
     print("unshare", flag, "refused" if libc.unshare(flag) else "done")
 print("mount", "refused" if libc.mount(b"none", b"/mnt", b"tmpfs", 0, None) else "done")
 """
+    cwd = os.getcwd()
     with isolate("netns", domain, guard) as isolation, guard:
         attempt = child(code)
         time.sleep(0.5)  # the witness reads the wire on its own thread
     host.close()
+    after = child("print([l for l in open('/proc/self/status') if l.startswith('CapEff')][0].split()[1])")
+    assert int(after.stdout, 16) != 0 and os.getcwd() == cwd  # drtool's thread is itself again afterwards
     out = attempt.stdout
     assert attempt.returncode == 0, attempt.stderr
     assert "entered" not in out and SECRET not in out and "done" not in out, out
