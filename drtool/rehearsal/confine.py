@@ -22,10 +22,10 @@ capabilities, down to the last grandchild:
 
 drtool's own thread keeps its capabilities (it must come back: ``setns`` to its mount namespace, its
 securebits and sets restored on the way out; its working folder and umask stay its own from then on, as
-``unshare(CLONE_FS)`` leaves them: a ``chdir`` on another thread no longer moves it); a forked child keeps them until it executes a program, which
-drtool's code always does at once (``subprocess``; the lab's PostgreSQL drops to its user first). What is not
-prevented is in docs/threat-model.md: a child still runs as uid 0 on the host's filesystem, and a socket bound
-on the host after the block started is not covered.
+``unshare(CLONE_FS)`` leaves them: a ``chdir`` on another thread no longer moves it). A forked child keeps
+them until it executes a program, which drtool's code always does at once (``subprocess``; the lab's
+PostgreSQL drops to its user first). What is not prevented is in docs/threat-model.md: a child still runs
+as uid 0 on the host's filesystem, and a socket bound on the host after the block started is not covered.
 """
 
 from __future__ import annotations

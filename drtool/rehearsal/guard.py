@@ -91,8 +91,8 @@ def spellings(host: str) -> list[str]:
             text = socket.inet_ntoa(socket.inet_aton(text))
     try:
         ip = ipaddress.ip_address(text.split("%", 1)[0] if ":" in text else text)
-    except ValueError:
-        return [text] if text not in ("", *LOCAL_HOST[2:]) else [*LOCAL_HOST]
+    except ValueError:  # a name; "" (INADDR_ANY) and "localhost" are the local host
+        return list(LOCAL_HOST) if text in ("", "localhost") else [text]
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     normal = str(ip)
