@@ -1,13 +1,14 @@
 """What confining a rehearsal's restore children costs (drtool.rehearsal.confine): once per rehearsal, and per child.
 
-    python bench/isolation_cost.py [--runs 40]
+    python bench/isolation_cost.py [--runs 20]
 
-Needs root and iproute2 (a network namespace). Three ways a child is started, alternating so that load on the
-machine falls on each alike: on the host; inside the rehearsal's network namespace alone (what 84b657c did);
-inside the namespace with the children confined (own mount namespace, host sockets covered, no capabilities
-after exec). Two children: ``/bin/true`` (the exec itself) and ``python -c pass`` (a restore step's start-up
-begins with one). Also timed: entering the confinement (the mount namespace, ``/dev``, the covered sockets)
-and leaving it, which a rehearsal pays once. Medians and fastest, in milliseconds, printed as Markdown.
+Needs root and iproute2 (a network namespace). Three ways a child is started, taking turns so that load on
+the machine falls on each alike: on the host; inside the rehearsal's network namespace alone (what 84b657c
+did); inside the namespace with the children confined (own mount namespace, host sockets covered, no
+capabilities after exec). Ten children of each kind per turn: ``/bin/true`` (the exec itself) and
+``python -c pass`` (a restore step's start-up begins with one). Also timed: entering the confinement (the
+mount namespace, ``/dev``, the covered sockets), which a rehearsal pays once. Medians and fastest, in
+milliseconds, printed as Markdown.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Callable, Iterator
 
 from drtool.rehearsal import confine, netns
 
+BATCH = 10  # children started per entry, one way after another
 CHILDREN = {"/bin/true": ["/bin/true"], "python -c pass": [sys.executable, "-c", "pass"]}
 
 
@@ -33,7 +35,7 @@ def spawn_ms(argv: list[str]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--runs", type=int, default=20)
     runs = parser.parse_args().runs
     sockets = confine.host_sockets()
     ways: dict[str, Callable[[str], contextlib.AbstractContextManager[None]]] = {
@@ -51,8 +53,8 @@ def main() -> None:
                     if way.endswith("confined"):
                         setup.append((time.perf_counter() - started) * 1000)
                     for child, argv in CHILDREN.items():
-                        times[way, child].append(spawn_ms(argv))
-    print(f"{runs} runs, {len(sockets)} host sockets covered\n")
+                        times[way, child] += [spawn_ms(argv) for _ in range(BATCH)]
+    print(f"{runs} runs of {BATCH}, {len(sockets)} host sockets covered\n")
     print("| child | started | median ms | fastest ms |\n| --- | --- | --- | --- |")
     for (way, child), values in times.items():
         print(f"| {child} | {way} | {statistics.median(values):.2f} | {min(values):.2f} |")
