@@ -56,7 +56,7 @@ LAYERS = (
     Layer(
         "store",
         {
-            "drtool.repo": "the store format: chunks, packs, manifests, key records, delta chains, job parts, locks, check",
+            "drtool.repo": "the store format: chunks, packs, manifests, key records, chains, job parts, locks, check",
         },
     ),
     Layer(

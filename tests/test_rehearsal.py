@@ -135,10 +135,8 @@ def test_guard_refuses_datagrams_mapped_addresses_and_lookups_into_the_domain() 
         udp.sendto(b"fine", ("127.0.0.1", 9))  # outside the domain: sent
     for s in (udp, udp6, tcp6):
         s.close()
-    assert [r.address for r in guard.refused] == [
-        "10.96.0.10:53", "10.96.0.10:53", "[::ffff:10.96.0.10]:53", "[::ffff:10.96.0.7]:80",
-        "vault.vault.svc.cluster.local",
-    ]  # fmt: skip
+    spelled_once = ["10.96.0.10:53"] * 3 + ["10.96.0.7:80", "vault.vault.svc.cluster.local"]  # mapped or not
+    assert [r.address for r in guard.refused] == spelled_once
     assert {r.by for r in guard.refused} == {"guard"}
 
 

@@ -6,8 +6,14 @@ on the calls every Python client goes through — ``socket.connect`` (TCP, and U
 ``socket.sendto`` and ``socket.sendmsg`` (UDP datagrams to an address), ``socket.getaddrinfo`` and
 ``socket.gethostbyname`` (DNS lookups: an in-domain name is refused before it is resolved) — and it raises
 ``ConnectionRefusedError`` for an address the failure domain holds, after noting the address, why it
-matched, and which plan steps were running. IPv4-mapped IPv6 addresses (``::ffff:10.0.0.5``, what a
-dual-stack socket connects to) are judged as the IPv4 address they stand for (``domain.normal_ip``).
+matched, and which plan steps were running.
+
+An address is judged in its one spelling (``spellings``), never as written: the C library takes
+``2130706434``, ``0x7f000002``, ``0177.0.0.2`` and ``127.2`` all for 127.0.0.2 (``inet_aton``), so each numeric
+form is read the way the connection will be made; an IPv4-mapped IPv6 address (``::ffff:10.0.0.5``, what a
+dual-stack socket connects to) is the IPv4 address it stands for; and the local host, under whichever name
+(``localhost``, any 127.x address, ``::1``, ``0.0.0.0``, the empty host), is judged as every loopback
+address the failure domain may have recorded it by.
 
 Audit hooks cannot be removed, so one hook is installed per process and does nothing unless a guard is
 active; its fast path is one comparison per audit event. Each plan step runs in a process of its own
@@ -22,6 +28,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import ipaddress
+import re
+import socket
 import sys
 import threading
 import time
@@ -32,6 +41,8 @@ IsInside = Callable[[str, int | None], str | None]  # (host, port) -> why it is 
 _SENDS = frozenset({"socket.connect", "socket.sendto", "socket.sendmsg"})  # (socket, address)
 _LOOKUPS = frozenset({"socket.getaddrinfo", "socket.gethostbyname"})  # (host, [port, ...])
 _EVENTS = _SENDS | _LOOKUPS
+_INET_ATON = re.compile(r"[0-9a-fx.]+")  # what inet_aton may read as an IPv4 address (decimal, octal, hex parts)
+LOCAL_HOST = ("127.0.0.1", "::1", "localhost")  # how a failure domain may have written the local host
 GUARD, NAMESPACE, DNS = "guard", "namespace", "dns"  # who caught it: this hook, the namespace, its resolver
 _active: NetworkGuard | None = None
 _installed = False
@@ -67,8 +78,27 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
     if isinstance(host, bytes):
         host = host.decode(errors="replace")
     numeric = isinstance(port, int) or (isinstance(port, str) and port.isdigit())
-    if isinstance(host, str) and host:
-        guard.check(host, int(port) if numeric else None)  # type: ignore[arg-type]
+    if isinstance(host, str | None):  # None, like "", is the local host
+        guard.check(host or "", int(port) if numeric else None)  # type: ignore[arg-type]
+
+
+def spellings(host: str) -> list[str]:
+    """``host`` as the connection will read it (see the module docstring), first, then, for the local host,
+    every other loopback spelling the failure domain may hold it under."""
+    text = host.strip().strip("[]").lower().rstrip(".")
+    if _INET_ATON.fullmatch(text):
+        with contextlib.suppress(OSError):
+            text = socket.inet_ntoa(socket.inet_aton(text))
+    try:
+        ip = ipaddress.ip_address(text.split("%", 1)[0] if ":" in text else text)
+    except ValueError:  # a name; "" (INADDR_ANY) and "localhost" are the local host
+        return list(LOCAL_HOST) if text in ("", "localhost") else [text]
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    normal = str(ip)
+    if ip.is_loopback or ip.is_unspecified:
+        return list(dict.fromkeys([normal, *LOCAL_HOST]))
+    return [normal]
 
 
 class NetworkGuard:
@@ -82,11 +112,20 @@ class NetworkGuard:
         self._lock = threading.Lock()
         self._t0 = time.monotonic()
 
+    def judge(self, host: str, port: int | None) -> tuple[str, str | None]:
+        """(``host`` in its one spelling, why that lies in the failure domain or None), whatever the spelling."""
+        names = spellings(host)
+        for name in names:
+            reason = self.is_inside(name, port)
+            if reason is not None:
+                return names[0], reason if names[0] == host else f"{reason} (written {host!r})"
+        return names[0], None
+
     def check(self, host: str, port: int | None) -> None:
-        reason = self.is_inside(host, port)
+        normal, reason = self.judge(host, port)
         if reason is None:
             return
-        self.record(host, port, reason, GUARD)
+        self.record(normal, port, reason, GUARD)
         raise ConnectionRefusedError(errno.ECONNREFUSED, f"refused by drtool's rehearsal network guard: {reason}")
 
     def record(self, host: str, port: int | None, reason: str, by: str, steps: tuple[str, ...] | None = None) -> str:

@@ -6,10 +6,13 @@ Two modes, and the report says which ran (``Isolation.to_dict()``, in the rehear
   thread and process the restore starts, runs in a fresh network namespace (netns.py) where only loopback
   exists. The target lab is started in there. What the restore must reach outside — the store's S3 endpoint,
   a PostgreSQL catalog, an existing target cluster — is relayed in on its own address (relay.py), unless it
-  lies in the failure domain. Names resolve through a relay that refuses the domain's names. Every other
-  attempt is refused by the kernel and seen by the witness (witness.py): one into the failure domain is
-  recorded as a refused connection (it fails the rehearsal, as the guard's do), one elsewhere as
-  ``blocked``. The in-process guard runs too, so drtool's own attempts are refused with their evidence.
+  lies in the failure domain. Names resolve through a relay that answers the relayed endpoints' names and
+  nothing else. Every other attempt is refused by the kernel and seen by the witness (witness.py): one into
+  the failure domain is recorded as a refused connection (it fails the rehearsal, as the guard's do), one
+  elsewhere as ``blocked``. The in-process guard runs too, so drtool's own attempts are refused with their
+  evidence. And the namespace holds what is started in it (confine.py): each program runs in a mount
+  namespace of its own, with the host's Unix sockets covered and no capability to ``setns`` out, mount or
+  unmount.
 - **in-process**: only the guard (guard.py): drtool's own Python connections, datagrams and lookups, in
   drtool's process and in each plan step's (the executor installs the guard there). Other subprocesses and
   C libraries are not covered, and the report says so ("subprocesses unguarded").
@@ -23,12 +26,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import ipaddress
+import os
 import socket
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from drtool_lab.rehearsal import netns
+from drtool_lab.rehearsal import confine, netns
 from drtool_lab.rehearsal.guard import DNS, NAMESPACE, NetworkGuard
 from drtool_lab.rehearsal.relay import DnsRelay, Record, TcpRelay, resolver
 from drtool_lab.rehearsal.witness import OnAttempt, Witness
@@ -40,7 +44,8 @@ AUTO, NETNS, IN_PROCESS = "auto", "netns", "in-process"
 MODES = (AUTO, NETNS, IN_PROCESS)
 COVERS = {
     NETNS: "every process the restore starts (subprocesses and C libraries included): a network namespace with "
-    "only loopback, the target and the relayed endpoints",
+    "only loopback, the target and the relayed endpoints, that they cannot leave (no capabilities, the host's "
+    "Unix sockets covered)",
     IN_PROCESS: "drtool's own Python connections, datagrams and DNS lookups, in each step's process too; "
     "subprocesses unguarded, and so are C libraries that open their own sockets (libpq)",
 }
@@ -69,7 +74,7 @@ def choose(requested: str, keep: bool) -> tuple[str, str]:
     """(mode, why) for ``requested`` (auto, netns or in-process); a netns that cannot be is a UsageError."""
     if requested not in MODES:
         raise UsageError(f"isolation {requested!r} is not a mode", f"choose {', '.join(MODES)}")
-    impossible = netns.available()
+    impossible = netns.available() or confine.available()
     if requested == NETNS:
         if impossible:
             raise UsageError(f"--isolation netns is not possible here: {impossible}", "use --isolation in-process")
@@ -97,7 +102,7 @@ def isolate(
         return
     with netns.namespace() as name, contextlib.ExitStack() as stack:
         isolation.namespace = name
-        relayed = _relayed(allowed, domain)
+        relayed, names = _relayed(allowed, domain)
         for ip, port in relayed:
             stack.callback(TcpRelay(name, (ip, port)).close)
             isolation.relayed.append(f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}")
@@ -105,16 +110,21 @@ def isolate(
             stack.callback(netns.in_namespace(name, lambda port=held: _reserve(port)).close)
         servers, search = resolver()
         for server in servers:
-            stack.callback(DnsRelay(name, server, search, guard.is_inside, _dns_record(guard)).close)
+            relay = DnsRelay(name, server, search, guard.is_inside, _dns_record(guard), names, isolation.note_blocked)
+            stack.callback(relay.close)
         witness = Witness(name, _witness_judge(guard, isolation, set(relayed), set(servers)))
         stack.callback(witness.close)
-        with netns.entered(name):
+        kept = {os.path.realpath(a) for a in allowed if a.startswith("/")}  # a catalog's Unix socket
+        sockets = [s for s in confine.host_sockets() if os.path.realpath(s) not in kept]  # read on the host
+        with netns.entered(name), confine.children(sockets):
             yield isolation
 
 
-def _relayed(allowed: Iterable[str], domain: FailureDomain) -> list[tuple[str, int]]:
-    """The (IP, port) pairs to carry in: each allowed endpoint outside the domain, its name resolved here."""
+def _relayed(allowed: Iterable[str], domain: FailureDomain) -> tuple[list[tuple[str, int]], dict[str, list[str]]]:
+    """The (IP, port) pairs to carry in: each allowed endpoint outside the domain, its name resolved here; and
+    each such name with its IPs (what the namespace's resolver answers, and all it answers)."""
     out: list[tuple[str, int]] = []
+    names: dict[str, list[str]] = {}
     for text in allowed:
         address = parse_address(text)
         if address is None or address.port is None or domain.match_address(address) is not None:
@@ -125,9 +135,13 @@ def _relayed(allowed: Iterable[str], domain: FailureDomain) -> list[tuple[str, i
             continue
         for info in infos:
             ip = str(info[4][0])
-            if (ip, address.port) not in out and domain.is_inside(ip, address.port) is None:
+            if domain.is_inside(ip, address.port) is not None:
+                continue
+            if (ip, address.port) not in out:
                 out.append((ip, address.port))
-    return out
+            if address.ip is None and ip not in names.setdefault(address.host, []):
+                names[address.host].append(ip)
+    return out, names
 
 
 def _loopback_ports(domain: FailureDomain) -> list[int]:
@@ -162,7 +176,7 @@ def _witness_judge(
     def judge(protocol: str, ip: str, port: int) -> None:
         if (ip, port) in relayed or (protocol == "udp" and ip in dns):
             return  # carried out, or a lookup (and the resolver relay's answer, sent back from its address)
-        why = guard.is_inside(ip, port)
+        why = guard.judge(ip, port)[1]
         if why is not None:
             guard.record(ip, port, why, NAMESPACE)
         elif not ipaddress.ip_address(ip).is_loopback:

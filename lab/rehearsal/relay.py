@@ -6,10 +6,13 @@ it is an S3 endpoint, a PostgreSQL catalog, an existing target cluster's API ser
 to, and each connection it accepts is made again from the host. Only the endpoints the rehearsal names are
 relayed, and never one inside the failure domain.
 
-Names still resolve inside: a ``DnsRelay`` listens on each nameserver address of /etc/resolv.conf, refuses
-(RCODE 5) every name the failure domain holds — recording it, so a subprocess's lookup of an in-cluster name
-is as visible as drtool's own — and forwards the rest to the real nameserver. Relay threads are started
-before the rehearsal's thread enters the namespace, so they live on the host (see netns.py).
+Names resolve inside only as far as the rehearsal needs: a ``DnsRelay`` listens on each nameserver address of
+/etc/resolv.conf and answers, itself, the names of the relayed endpoints, with the addresses they are relayed
+on (resolved once, on the host). It forwards nothing: every other name is refused (RCODE 5), a name the
+failure domain holds is recorded as a refusal — so a subprocess's lookup of an in-cluster name is as visible
+as drtool's own — and any other is noted as blocked. A query is never a way out of the namespace (no name
+carries data to a nameserver outside). Relay threads are started before the rehearsal's thread enters the
+namespace, so they live on the host (see netns.py).
 """
 
 from __future__ import annotations
@@ -18,16 +21,17 @@ import contextlib
 import socket
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from drtool_lab.rehearsal.netns import in_namespace
 
 DNS_PORT = 53
-DNS_TIMEOUT_S = 3.0
 NXDOMAIN, REFUSED = 3, 5
+A, AAAA, TTL_S = 1, 28, 60
 Judge = Callable[[str, int | None], str | None]  # (name, port) -> why it is inside the failure domain, or None
 Record = Callable[[str, str], None]  # (name, why): a refused lookup
+Note = Callable[[str], None]  # "dns <name>": a lookup outside the domain that the rehearsal does not need
 
 
 def _family(ip: str) -> socket.AddressFamily:
@@ -114,21 +118,49 @@ def question(message: bytes) -> str | None:
     return ".".join(labels).lower()
 
 
-def refusal(query: bytes, rcode: int) -> bytes:
-    """An answer to ``query`` with ``rcode`` (REFUSED, NXDOMAIN): same id and question, no records."""
-    flags = struct.unpack_from("!H", query, 2)[0]
-    flags = 0x8000 | (flags & 0x7900) | 0x0080 | rcode  # QR, opcode and RD kept, RA, RCODE
+def _question_end(query: bytes) -> int:
     end = 12
     while end < len(query) and query[end]:
         end += 1 + query[end]
-    return query[:2] + struct.pack("!HHHHH", flags, 1, 0, 0, 0) + query[12 : end + 5]
+    return end + 5  # the root label, QTYPE and QCLASS
+
+
+def refusal(query: bytes, rcode: int, answers: Sequence[bytes] = ()) -> bytes:
+    """An answer to ``query`` with ``rcode`` (REFUSED, NXDOMAIN, 0): same id and question, ``answers``."""
+    flags = struct.unpack_from("!H", query, 2)[0]
+    flags = 0x8000 | (flags & 0x7900) | 0x0080 | rcode  # QR, opcode and RD kept, RA, RCODE
+    header = struct.pack("!HHHHH", flags, 1, len(answers), 0, 0)
+    return query[:2] + header + query[12 : _question_end(query)] + b"".join(answers)
+
+
+def answer(query: bytes, ips: Sequence[str]) -> bytes:
+    """``query`` answered with those of ``ips`` its type asks for (A or AAAA; none for any other type)."""
+    end = _question_end(query)
+    qtype = struct.unpack_from("!H", query, end - 4)[0] if end <= len(query) else 0
+    family = {A: socket.AF_INET, AAAA: socket.AF_INET6}.get(qtype)
+    records = [
+        struct.pack("!HHHIH", 0xC00C, qtype, 1, TTL_S, len(data)) + data  # the name: a pointer to the question's
+        for data in (socket.inet_pton(family, ip) for ip in ips if family and _family(ip) == family)
+    ]
+    return refusal(query, 0, records)
 
 
 class DnsRelay:
-    """A resolver at ``server`` inside the namespace: in-domain names refused and recorded, others forwarded."""
+    """A resolver at ``server`` inside the namespace that answers ``names`` (name -> IPs) and nothing else:
+    in-domain names refused and recorded, others refused and noted; nothing is forwarded."""
 
-    def __init__(self, namespace: str, server: str, search: list[str], judge: Judge, record: Record) -> None:
+    def __init__(
+        self,
+        namespace: str,
+        server: str,
+        search: list[str],
+        judge: Judge,
+        record: Record,
+        names: Mapping[str, Sequence[str]] | None = None,
+        note: Note = lambda _name: None,
+    ) -> None:
         self.server, self.search, self.judge, self.record = server, search, judge, record
+        self.names, self.note = dict(names or {}), note
         self._refused: set[str] = set()  # each name recorded once (resolvers ask for A and AAAA, and retry)
         self._sock = in_namespace(namespace, lambda: _bound(socket.SOCK_DGRAM, (server, DNS_PORT)))
         threading.Thread(target=self._serve, name="drtool-dns-relay", daemon=True).start()
@@ -156,13 +188,12 @@ class DnsRelay:
         if meant != name and self.judge(name, None) is not None:
             self._reply(refusal(query, NXDOMAIN), client)  # a search-list try into the domain: no such name here
             return
-        with socket.socket(_family(self.server), socket.SOCK_DGRAM) as upstream:
-            upstream.settimeout(DNS_TIMEOUT_S)
-            try:
-                upstream.sendto(query, (self.server, DNS_PORT))
-                self._reply(upstream.recv(65535), client)
-            except OSError:
-                pass  # the client times out as it would have without the namespace
+        for known in (name, meant):
+            if known in self.names:
+                self._reply(answer(query, self.names[known]), client)
+                return
+        self.note(f"dns {meant}")
+        self._reply(refusal(query, REFUSED), client)
 
     def _meant(self, name: str) -> str:
         """The name a program asked for, when ``name`` is the resolver library trying a search domain on it

@@ -34,6 +34,8 @@ from drtool.servers.etcd import EtcdServer
 if TYPE_CHECKING:
     from drtool.catalog.db import Catalog
 
+PG_SOCKET_FOLDERS = ("/var/run/postgresql", "/tmp")  # where libpq looks when a URL names no host (Debian, upstream)
+
 
 @dataclasses.dataclass
 class Target:
@@ -140,14 +142,20 @@ def reachable_endpoints(
     steps: Iterable[tuple[Step, Plugin]],
 ) -> list[str]:
     """What a restore into ``target`` must reach beyond the rehearsal's namespace (isolation.py): the store
-    and a network catalog; for an existing cluster, every endpoint the steps' plugins say the restore
-    contacts (``restore_dependencies``: the static analysis's own list). A fresh lab is inside."""
+    and a network catalog (``host:port``, or the path of its Unix socket); for an existing cluster, every
+    endpoint the steps' plugins say the restore contacts (``restore_dependencies``: the static analysis's
+    own list). A fresh lab is inside."""
     found = [repo.backend.endpoint()]
     if catalog is not None and "://" in catalog.url and not catalog.url.startswith("sqlite"):
         from sqlalchemy.engine import make_url
 
         url = make_url(catalog.url)
-        found.append(f"{url.host}:{url.port or 5432}")
+        port = url.port or 5432
+        if url.host:
+            found.append(f"{url.host}:{port}")
+        else:  # libpq's Unix socket: kept in reach of the confined restore (confine.py covers the host's others)
+            folders = url.query.get("host") or PG_SOCKET_FOLDERS
+            found += [f"{folder}/.s.PGSQL.{port}" for folder in ([folders] if isinstance(folders, str) else folders)]
     if target != "lab":
         overrides = kubeconfig_target(target, [p for _, p in steps]).overrides
         for step, plugin in steps:
