@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from drtool_plugins.files.unchanged import SPLICE_MIN
 
 from drtool.backup import run_backup
 from drtool.plugin.manager import get_plugin
@@ -20,7 +21,6 @@ from drtool.repo import layout
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.restore import run_restore
-from plugins.files.unchanged import SPLICE_MIN
 from tests.fixtures.core import Cli
 
 _OPENED: list[str] | None = None  # paths opened while a test records them (audit hooks cannot be removed)

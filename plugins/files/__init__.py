@@ -20,7 +20,8 @@ from typing import IO, Any
 from drtool.errors import SourceError, UsageError
 from drtool.plugin.contract import BackupContext, BasePlugin, Check, Inventory, RestoreContext, RestoreResult
 from drtool.plugin.toolkit import archive, paths
-from plugins.files.unchanged import ARTIFACT, IO_BLOCK, ParentIndex, TreeWriter
+
+from .unchanged import ARTIFACT, IO_BLOCK, ParentIndex, TreeWriter
 
 ARCHIVE = f"files: {ARTIFACT}"
 MARKER = ".drtool-restored"
@@ -81,7 +82,7 @@ class FilesPlugin(BasePlugin):
         paths = _paths(source)
         count, size = _walk(paths)
         roots = {f"{i}-{path.name}": path for i, path in enumerate(paths)}
-        names = [str(p) for p in paths]
+        names = [os.path.abspath(p) for p in paths]  # the parent index is used only for the very same roots
         parent = ParentIndex(ctx, names, force_read=_flag(source.get("force_read")))
         task = ctx.progress("files", size)
         with ctx.artifact(ARTIFACT, meta={"roots": names}, sensitive=True) as sink:
