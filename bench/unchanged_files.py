@@ -23,6 +23,7 @@ import random
 import shutil
 import statistics
 import sys
+import time
 from pathlib import Path
 
 from store_throughput import PASSPHRASE, LocalBackend, Measurement, MiB, measure, write_random
@@ -52,6 +53,7 @@ def run_tool(tool: str, source: Path, shards: list[Path], workdir: Path, run: in
     store.remove()
     last = shards[-1]
     write_random(last, last.stat().st_size, SEED + len(shards) - 1)  # its original bytes
+    time.sleep(2.1)  # older than drtool's settle window (plugins/files/unchanged.py): indexed in the first
     env, init, backup = commands(tool, store.drtool_url, source, home)
     logs = home / "log"
     measure(init, env, logs, tool)

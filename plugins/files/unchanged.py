@@ -11,12 +11,18 @@ plaintext file on disk), and a parent is only used when its manifest authenticat
 backup set and key generation (``BackupContext.previous_artifacts``), and it backed up the very same roots.
 Files under ``SPLICE_MIN`` are always read: aligning them would cost two small chunks each, more than
 reading them.
+
+A file changed less than ``SETTLE_NS`` before the backup started (by its ctime, which every write and
+metadata change moves) is not indexed, so the next backup reads it again: file systems stamp times from a
+coarse clock (milliseconds on ext4, seconds elsewhere), and a second write within the same tick as the
+one just read would leave size, mtime and ctime as they were (git calls such entries "racily clean").
 """
 
 from __future__ import annotations
 
 import os
 import tarfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +32,7 @@ from drtool.plugin.contract import BackupContext
 ARTIFACT = "files.tar"
 IO_BLOCK = 1 << 20  # tar's default 10 KiB records cost a Python call per 10 KiB of a multi-GiB model
 SPLICE_MIN = 1 << 20  # smaller files are read every time (see the module docstring)
+SETTLE_NS = 2_000_000_000  # a file changed this recently is read again next time (see the module docstring)
 
 
 def stat_key(st: os.stat_result) -> list[int]:
@@ -59,6 +66,7 @@ class TreeWriter:
     def __init__(self, sink: Any, parent: ParentIndex, task: Any) -> None:
         self._sink, self._parent, self._task = sink, parent, task
         self._offset = 0
+        self._settled = time.time_ns() - SETTLE_NS  # ctimes before this are old enough to be trusted
         self.index: dict[str, list[int]] = {}
         self.stats = {"files_read": 0, "files_skipped": 0, "bytes_read": 0, "bytes_skipped": 0}
 
@@ -110,7 +118,8 @@ class TreeWriter:
                 tarfile.copyfileobj(f, self, info.size, bufsize=IO_BLOCK)
             count = self._sink.mark() - start
             self._count("read", info.size)
-        self.index[info.name] = [*key, start, count]
+        if key[2] < self._settled:
+            self.index[info.name] = [*key, start, count]
         blocks, remainder = divmod(info.size, tarfile.BLOCKSIZE)
         if remainder:
             self.write(tarfile.NUL * (tarfile.BLOCKSIZE - remainder))
