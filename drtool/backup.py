@@ -30,13 +30,17 @@ def run_backup(
     tags: list[str] | None = None,
     progress: Progress | None = None,
     lock_wait: float = DEFAULT_LOCK_WAIT,
+    force_read: bool = False,
 ) -> Manifest:
     """Back up with each plugin; a failing plugin makes the backup partial. If all fail, nothing is written.
 
     ``lock_wait``: seconds to wait for a prune holding the store exclusively before giving up.
+    ``force_read``: build on no earlier backup: every plugin reads its whole source, unchanged or not.
     """
     check_sources(plugins, sources)
-    with BackupSession(repo, backup_set=backup_set, tags=tags, progress=progress, lock_wait=lock_wait) as session:
+    with BackupSession(
+        repo, backup_set=backup_set, tags=tags, progress=progress, lock_wait=lock_wait, force_read=force_read
+    ) as session:
         for plugin in plugins:
             log.debug("backup: running plugin %s", plugin.name)
             session.run_plugin(plugin, sources.get(plugin.name, {}))

@@ -168,9 +168,13 @@ def test_incremental_uploads_only_the_changed_shard(
     assert m2["bytes_read"] == len(samples.safetensors_bytes(shards[3]))
     third, m3 = backup(repo, source(minio, bucket))
     assert m3["objects_read"] == 0 and third.stats["bytes_stored"] == 0
+    assert third.stats["bytes_read"] == 0 and third.stats["bytes_reused"] == third.size  # what the CLI reports
     # forcing a re-read still stores nothing new: the chunks are deduplicated
     fourth, m4 = backup(repo, source(minio, bucket, reread=True))
     assert m4["objects_read"] == 9 and fourth.stats["bytes_stored"] == 0
+    # and so does `drtool backup --force-read`: no earlier backup is built on
+    fifth = run_backup(repo, [PLUGIN], {"checkpoints": source(minio, bucket)}, force_read=True)
+    assert fifth.plugins["checkpoints"].meta["objects_read"] == 9 and fifth.stats["bytes_reused"] == 0
 
 
 def test_restore_into_another_bucket_and_load_tensors(

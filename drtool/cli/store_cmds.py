@@ -87,6 +87,9 @@ def backup(
     lock_wait: Annotated[
         float, typer.Option(help="Seconds to wait for a running prune (it holds the store exclusively).")
     ] = DEFAULT_LOCK_WAIT,
+    force_read: Annotated[
+        bool, typer.Option("--force-read", help="Read all of every source, also what is unchanged since last time.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Back up the configured sources. Example: drtool backup --plugin etcd"""
@@ -105,6 +108,7 @@ def backup(
             tags=tag or [],
             progress=prog,
             lock_wait=lock_wait,
+            force_read=force_read,
         )
     if as_json:
         print_json(manifest.model_dump(exclude={"artifacts"}) | {"size": manifest.size})
@@ -112,7 +116,9 @@ def backup(
         stats = manifest.stats
         console.print(
             f"backup [bold]{manifest.id}[/] {manifest.status}: {len(manifest.artifacts)} artifact(s), "
-            f"{human_bytes(manifest.size)} read, {human_bytes(stats.get('bytes_stored', 0))} stored "
+            f"{human_bytes(manifest.size)}: {human_bytes(stats.get('bytes_read', 0))} read, "
+            f"{human_bytes(stats.get('bytes_reused', 0))} unchanged and not read, "
+            f"{human_bytes(stats.get('bytes_stored', 0))} stored "
             f"({stats.get('chunks_new', 0)} new of {stats.get('chunks', 0)} chunks)"
         )
     if manifest.status == "partial":

@@ -4,7 +4,8 @@ A plugin knows one kind of source (etcd, the Kubernetes API, MLflow, ...). It ne
 it writes named artifacts through ``BackupContext.artifact`` and reads them back through
 ``RestoreContext.open``, both streaming, so no artifact is ever held whole in memory or on temp disk.
 
-Contract version 1 (``previous_artifacts``, ``reuse`` and ``discard``, and for continuous backup the
+Contract version 1 (``previous_artifacts``, ``reuse`` and ``discard``, the sink's ``meta``, ``mark`` and
+``splice``, and for continuous backup the
 optional ``follow``/``fold`` hooks and ``RestoreContext.deltas``/``point``, were added compatibly).
 Rules every plugin keeps (checked by tests/test_plugin_contract.py):
 - ``backup`` raises ``drtool.errors.SourceError`` (one line, with a hint) when its source fails; the core
@@ -87,7 +88,20 @@ class Dependency:
 class ArtifactSink(Protocol):
     """A write-only stream into the store; closing it (the ``with`` block's end) seals the artifact."""
 
+    meta: dict[str, Any]  # the artifact's meta; may be added to until the artifact is closed
+
     def write(self, data: bytes | bytearray | memoryview) -> int: ...
+
+    def mark(self) -> int:
+        """End the chunk being cut here; return the artifact's chunk count so far (see ``splice``)."""
+        ...
+
+    def splice(self, previous: str, start: int, count: int) -> bool:
+        """Append chunks ``start``..``start + count`` of this plugin's earlier artifact ``previous`` (from
+        ``BackupContext.previous_artifacts``) unread, e.g. an unchanged file's bytes recorded between two
+        ``mark`` calls; False when they are not all in the store (then write the bytes). The artifact then
+        has no whole-stream ``sha256`` (it is empty)."""
+        ...
 
 
 class ArtifactSource(Protocol):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import socket
 import threading
 from collections.abc import Iterator, Mapping
@@ -21,11 +22,13 @@ from drtool.errors import DrtoolError, IntegrityError, StoreUnavailable, UsageEr
 from drtool.progress import NullProgress, Progress
 from drtool.repo import layout
 from drtool.repo.chunker import StreamChunker
-from drtool.repo.chunks import ChunkWriter, Stats
+from drtool.repo.chunks import ChunkRef, ChunkWriter, Stats
 from drtool.repo.lock import DEFAULT_TTL, acquire
 from drtool.repo.manifest import ArtifactEntry, ArtifactInfo, ChainLink, Manifest, PluginOutcome, new_backup_id, utc_now
 from drtool.repo.repository import Repository
 from drtool.repo.workers import DEFAULT_WORKERS
+
+log = logging.getLogger(__name__)
 
 DEFAULT_LOCK_WAIT = 300.0  # a prune holding the store exclusively usually finishes within minutes
 
@@ -53,7 +56,11 @@ class ArtifactWriter:
         self._size = 0
         self.sha256: str | None = None  # set when the artifact is closed: a plugin may compare it with its source
         self._broken = False
-        self.entry_fields = {"plugin": plugin, "name": name, "meta": dict(meta), "sensitive": sensitive}
+        self.meta = dict(meta)  # a plugin may add to it until the artifact is closed (e.g. an index of it)
+        self.entry_fields = {"plugin": plugin, "name": name, "sensitive": sensitive}
+        self._written = 0  # chunks handed to the stream so far
+        self._splices: list[tuple[int, list[ChunkRef]]] = []  # (written chunks before it, spliced chunks)
+        self._spliced = 0
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         """Take more bytes. After a write has failed (a store error, or a signal handler raising mid-cut) the
@@ -75,12 +82,46 @@ class ArtifactWriter:
     def _submit(self, chunks: list[memoryview]) -> None:
         for chunk in chunks:
             self._stream.add(chunk)
+        self._written += len(chunks)
+
+    def mark(self) -> int:
+        """End the chunk being cut here, so what is written next starts a new chunk; return how many chunks
+        the artifact has so far (the index of the next one). A plugin records the chunks between two marks
+        (a file's bytes) to ``splice`` them into a later backup unread."""
+        self._submit(self._chunker.finish())
+        return self._written + self._spliced
+
+    def splice(self, previous: str, start: int, count: int) -> bool:
+        """Append chunks ``start`` to ``start + count`` of this plugin's earlier artifact ``previous`` (from
+        ``previous_artifacts``) without reading them; False when that cannot be done (no such artifact or
+        chunks, or one no longer in the store): the caller then writes the bytes.
+
+        An artifact with spliced chunks has no whole-stream SHA-256 (its bytes were never all seen):
+        ``sha256`` is empty. Its integrity rests, as for every artifact, on the keyed chunk ids the
+        authenticated manifest lists (drtool/repo/reader.py)."""
+        entry = self._session.previous_entries(self.entry_fields["plugin"]).get(previous)
+        refs = entry.chunks[start : start + count] if entry is not None and start >= 0 else []
+        if len(refs) != count or not count or not all(cid in self._session.chunks for cid, _ in refs):
+            return False
+        self.mark()
+        self._splices.append((self._written, refs))
+        self._spliced += count
+        size = sum(length for _, length in refs)
+        self._size += size
+        self._session.stats.add(bytes_reused=size)
+        return True
 
     def close(self) -> ArtifactEntry:
         self._submit(self._chunker.finish())
-        chunks = self._stream.finish()
-        self.sha256 = self._sha.hexdigest()
-        return ArtifactEntry(size=self._size, sha256=self.sha256, chunks=chunks, **self.entry_fields)
+        written = self._stream.finish()
+        chunks: list[ChunkRef] = []
+        done = 0
+        for before, refs in self._splices:
+            chunks += written[done:before] + refs
+            done = before
+        chunks += written[done:]
+        self.sha256 = "" if self._splices else self._sha.hexdigest()
+        return ArtifactEntry(size=self._size, sha256=self.sha256, chunks=chunks, meta=self.meta, **self.entry_fields)
 
     def abandon(self) -> None:
         self._stream.abandon()
@@ -170,6 +211,7 @@ class BackupSession:
         lock_ttl: float = DEFAULT_TTL,
         backup_id: str | None = None,
         shard: tuple[int, int] | None = None,
+        force_read: bool = False,
     ) -> None:
         repo.require_current("write a backup")
         self.repo = repo
@@ -185,6 +227,7 @@ class BackupSession:
         self.kind = "full"  # continuous backups (drtool/follow.py) set these two before commit
         self.chain: ChainLink | None = None
         self.progress = progress or NullProgress()
+        self.force_read = force_read  # no earlier backup is built on: every plugin reads its whole source
         self._previous: dict[str, dict[str, ArtifactEntry]] = {}
         self._previous_lock = threading.Lock()
         # taken before the chunk index is first read: what this backup dedups against stays in the store
@@ -210,6 +253,8 @@ class BackupSession:
         where it succeeded; read once per session. Safe to build on: the session's shared lock keeps a
         prune from removing their chunks until this backup's manifest is written."""
         with self._previous_lock:
+            if self.force_read:
+                return {}
             if plugin not in self._previous:
                 best: Manifest | None = None
                 for backup_id in reversed(self.repo.backup_ids()[-lookback:]):

@@ -3,6 +3,8 @@
 Typical use is escrow of what an etcd snapshot does not hold: the cluster and etcd CAs, the service-account
 signing key pair, the EncryptionConfiguration (without it, Secrets in the snapshot cannot be decrypted).
 Everything is encrypted in the store like any artifact, and the artifact is marked sensitive.
+A file unchanged since the parent backup is not read again (plugins/files/unchanged.py); the source setting
+``force_read: true`` (or `drtool backup --force-read`) reads every file.
 """
 
 from __future__ import annotations
@@ -21,11 +23,10 @@ from drtool.plugin.contract import BackupContext, BasePlugin, Check, Inventory, 
 from drtool.plugin.toolkit import archive, paths
 
 from .schema import SCHEMA, Source, Target
+from .unchanged import ARTIFACT, IO_BLOCK, ParentIndex, TreeWriter
 
-ARTIFACT = "files.tar"
 ARCHIVE = f"files: {ARTIFACT}"
 MARKER = ".drtool-restored"
-IO_BLOCK = 1 << 20  # tar's default 10 KiB records cost a Python call per 10 KiB of a multi-GiB model
 
 
 def _paths(source: Mapping[str, Any]) -> list[Path]:
@@ -64,17 +65,6 @@ def _same(path: Path, expected: IO[bytes], block: int = 1 << 20) -> bool:
                 return True
 
 
-class _Counted:
-    """A sink that reports the bytes written through it to a progress task."""
-
-    def __init__(self, sink: Any, task: Any) -> None:
-        self._sink, self._task = sink, task
-
-    def write(self, data: bytes) -> int:
-        self._task.advance(len(data))
-        return self._sink.write(data)
-
-
 class FilesPlugin(BasePlugin):
     name = "files"
     description = "Files and directories (PKI, service-account keys, encryption config) as one tar"
@@ -87,20 +77,24 @@ class FilesPlugin(BasePlugin):
     def backup(self, source: Mapping[str, Any], ctx: BackupContext) -> Mapping[str, Any]:
         paths = _paths(source)
         count, size = _walk(paths)
-        roots = {}
-        meta = {"roots": [str(p) for p in paths]}
+        roots = {f"{i}-{path.name}": path for i, path in enumerate(paths)}
+        names = [os.path.abspath(p) for p in paths]  # the parent index is used only for the very same roots
+        parent = ParentIndex(ctx, names, force_read=settings.read(Source, source, "source", "files").force_read)
         task = ctx.progress("files", size)
-        with (
-            ctx.artifact(ARTIFACT, meta=meta, sensitive=True) as sink,
-            tarfile.open(fileobj=_Counted(sink, task), mode="w|", format=tarfile.PAX_FORMAT, bufsize=IO_BLOCK) as tar,  # type: ignore[call-overload]
-        ):
-            tar.copybufsize = IO_BLOCK
-            for i, path in enumerate(paths):
-                arcname = f"{i}-{path.name}"
-                roots[arcname] = str(path)
-                tar.add(path, arcname=arcname)
+        with ctx.artifact(ARTIFACT, meta={"roots": names}, sensitive=True) as sink:
+            writer = TreeWriter(sink, parent, task)
+            writer.write_roots(roots)
+            sink.meta["index"] = writer.index  # inside the sealed manifest: the next backup's parent index
         task.done()
-        return {"files": count, "bytes": size, "roots": roots}
+        skipped = writer.stats
+        return {
+            "files": count,
+            "bytes": size,
+            "roots": {name: str(path) for name, path in roots.items()},
+            **skipped,
+            "summary": f"{skipped['files_skipped']} unchanged file(s), {skipped['bytes_skipped']} bytes, not read; "
+            f"{skipped['files_read']} read ({skipped['bytes_read']} bytes)",
+        }
 
     def restore(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
         where = settings.read(Target, target, "target", "files").path

@@ -9,6 +9,7 @@ from drtool.plugin.settings import PluginSettings, Schema, StrList
 
 class Source(PluginSettings):
     paths: StrList = Field(default_factory=list, description="files and folders to back up (required)")
+    force_read: bool = Field(False, description="read every file, even those unchanged since the parent backup")
 
 
 class Target(PluginSettings):
