@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import http.server
-import os
 import socket
 import threading
 import time
@@ -25,6 +24,7 @@ from drtool.backends.s3 import S3Backend
 from drtool.errors import NotFound, ObjectExists, StoreUnavailable, UsageError
 from drtool.lab import process
 from drtool.lab.components.minio import MinioServer
+from tests.fixtures.noise import noise
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.minio)])
@@ -47,7 +47,7 @@ def _put_many(backend: Backend, names: list[str], data: bytes = b"x") -> None:
 
 @pytest.mark.parametrize("size", [0, 1, 5 * 1024 * 1024 + 3])
 def test_put_then_get_returns_the_same_bytes(backend: Backend, size: int) -> None:
-    data = os.urandom(size)
+    data = noise(size)
     backend.put("obj", data)
     assert backend.get("obj") == data
     assert backend.size("obj") == size
@@ -55,7 +55,7 @@ def test_put_then_get_returns_the_same_bytes(backend: Backend, size: int) -> Non
 
 
 def test_get_range_reads_a_slice_and_stops_at_the_end(backend: Backend) -> None:
-    data = os.urandom(3 * 1024 * 1024 + 5)
+    data = noise(3 * 1024 * 1024 + 5)
     backend.put("pack", data)
     assert backend.get_range("pack", 0, 10) == data[:10]
     assert backend.get_range("pack", 1024 * 1024, 2 * 1024 * 1024) == data[1024 * 1024 : 3 * 1024 * 1024]
@@ -66,7 +66,7 @@ def test_get_range_reads_a_slice_and_stops_at_the_end(backend: Backend) -> None:
 
 def test_put_takes_a_bytearray(backend: Backend) -> None:
     """Packs are assembled in a bytearray and uploaded without a copy."""
-    data = bytearray(os.urandom(1024 * 1024))
+    data = bytearray(noise(1024 * 1024))
     backend.put("pack", data)
     assert backend.get("pack") == data
 

@@ -15,6 +15,7 @@ from drtool.repo import layout
 from drtool.repo.repository import Repository
 from tests.fixtures import stores
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
+from tests.fixtures.noise import noise
 
 
 @pytest.fixture
@@ -22,9 +23,9 @@ def files_setup(cli: Cli, tmp_path: Path) -> tuple[Path, Path]:
     """A store and a config whose `files` source holds a PKI-like tree."""
     src = tmp_path / "pki"
     (src / "etcd").mkdir(parents=True)
-    (src / "ca.key").write_bytes(b"-----BEGIN PRIVATE KEY-----\n" + os.urandom(1200) + b"\n")
+    (src / "ca.key").write_bytes(b"-----BEGIN PRIVATE KEY-----\n" + noise(1200, seed=1) + b"\n")
     (src / "etcd" / "ca.crt").write_text("certificate\n" * 100)
-    (src / "sa.pub").write_bytes(os.urandom(3 * 1024 * 1024))
+    (src / "sa.pub").write_bytes(noise(3 * 1024 * 1024, seed=2))
     store = tmp_path / "store"
     config = cli.home / ".config/drtool/config.yaml"
     config.parent.mkdir(parents=True)

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import random
 import signal
 import sqlite3
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.fixtures.core import Cli
+from tests.fixtures.noise import noise
 
 KILLS = 25
 MIB = 1024 * 1024
@@ -36,11 +37,12 @@ def _kill_points() -> list[float]:
     return spread + end
 
 
+@pytest.mark.slow  # 25 backups killed at chosen points: minutes
 def test_kill_9_at_25_points_loses_nothing(cli: Cli, tmp_path: Path) -> None:
     src = tmp_path / "data"
     src.mkdir()
     (src / "model.bin").write_bytes(random.Random(7).randbytes(24 * MIB))
-    (src / "sa.key").write_bytes(os.urandom(2048))
+    (src / "sa.key").write_bytes(noise(2048))
     store = tmp_path / "store"
     config = cli.home / ".config/drtool/config.yaml"
     config.parent.mkdir(parents=True)

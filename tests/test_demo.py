@@ -8,12 +8,14 @@ import json
 import re
 import sys
 import time
+import types
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from drtool import progress as progress_module
 from drtool.demo.followup import CUTOVER_VARIABLE, follow_up
 from drtool.lab.doctor import Finding, with_requirements
 from drtool.lab.obtain import debian_install_impossible, unavailable_kinds
@@ -48,6 +50,7 @@ def test_no_install_refuses_before_anything_starts_and_names_the_command(cli: Cl
 
 
 @pytest.mark.skipif(debian_install_impossible() is not None, reason="the demo installs packages as root on Debian only")
+@pytest.mark.e2e  # the demo starts its lab
 def test_what_cannot_be_had_is_left_out_and_the_rehearsal_skips_it_with_the_reason(cli: Cli, tmp_path: Path) -> None:
     """git and iproute2 are off PATH: the demo says it installs them, the (fake) apt-get does not, so git is
     left out; the plan's required cluster-objects step and its checks are skipped with their reasons."""
@@ -142,13 +145,18 @@ def test_a_kind_is_unavailable_when_it_or_what_it_starts_first_cannot_run() -> N
     }
 
 
-def test_line_progress_says_which_stage_runs_for_how_long_and_how_far_its_tasks_got() -> None:
+def test_line_progress_says_which_stage_runs_for_how_long_and_how_far_its_tasks_got(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(progress_module, "time", types.SimpleNamespace(monotonic=lambda: 1000.0))  # "0s" under load
     lines: list[str] = []
     with LineProgress(lines.append, every=0.05) as progress, progress.stage("back up"):
         task = progress.task("etcd: snapshot", 200)
         task.advance(100)
         progress.task("vault: raft snapshot").advance(3)
-        time.sleep(0.2)
+        deadline = time.monotonic() + 60
+        while not lines and time.monotonic() < deadline:  # the ticker's first line, however late it runs
+            time.sleep(0.01)
         assert progress.line() == "  … back up: 0s; etcd: snapshot 50%; vault: raft snapshot 3"
         task.done()
         assert progress.line() == "  … back up: 0s; vault: raft snapshot 3"

@@ -49,6 +49,7 @@ from drtool.retention import BackupRef, ChainPosition, RetentionPolicy, decide
 from drtool.scheduler.sets import parse_backup_sets
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error, count_manifest_reads
 from tests.fixtures.etcd import etcdctl_dump
+from tests.fixtures.noise import noise
 
 plugin = EtcdPlugin()
 
@@ -161,12 +162,12 @@ def test_pitr_to_a_revision_in_the_middle_of_a_transaction_burst(
 ) -> None:
     src = settings_of(etcd_scratch)
     for i in range(50):
-        put(src, f"/registry/pods/ns/p{i}", os.urandom(64))
+        put(src, f"/registry/pods/ns/p{i}", noise(64, i))
     f = follower()
     f.wait_for(lambda link: link.kind == "full")
     revs = [txn(src, {f"/burst/{r}/{k}": f"{r}-{k}".encode() * 10 for k in range(20)}) for r in range(30)]
     delete(src, "/registry/pods/ns/p1", prefix=True)  # p1, p10..p19: one revision, many deletes
-    put(src, "/big", os.urandom(1024 * 1024))
+    put(src, "/big", noise(1024 * 1024))
     end = revision(src)
     f.wait_for(lambda link: link.kind == "delta" and link.last >= end)
     f.stop()
@@ -192,8 +193,8 @@ def test_a_missing_delta_is_refused_naming_the_revisions(
     f = follower(period=0.5)
     f.wait_for(lambda link: link.kind == "full")
     for i in range(6):
-        put(src, f"/k{i}", b"v")
-        time.sleep(0.8)  # one delta each, about
+        written = put(src, f"/k{i}", b"v")
+        f.wait_for(lambda link, written=written: link.last >= written)  # one delta each, whatever the load
     end = revision(src)
     f.wait_for(lambda link: link.last >= end)
     f.stop()
@@ -218,7 +219,7 @@ def test_plan_steps_restore_points_of_the_chain_reading_each_manifest_once(
     f = follower(period=0.5)
     f.wait_for(lambda link: link.kind == "full")
     first = put(src, "/plan/a", b"1")
-    time.sleep(1.0)
+    f.wait_for(lambda link: link.last >= first)  # the two points in two deltas
     end = put(src, "/plan/b", b"2")
     f.wait_for(lambda link: link.last >= end)
     f.stop()
@@ -271,7 +272,7 @@ class Load:
                 if i % 10 == 9:
                     delete(self.settings, f"/load/{i - 5}")
                 else:
-                    put(self.settings, f"/load/{i % 400}", os.urandom(256))
+                    put(self.settings, f"/load/{i % 400}", noise(256, i))
                 self.written += 1
                 i += 1
 
@@ -449,9 +450,9 @@ def test_fold_makes_a_full_that_later_restores_start_from(
     f.wait_for(lambda link: link.kind == "full")
     lease = int(gateway(src, "/v3/lease/grant", {"TTL": 300})["ID"])
     for i in range(5):
-        txn(src, {f"/fold/{i}/{k}": os.urandom(100) for k in range(10)})
-        put(src, f"/fold/leased/{i}", b"l", lease)
-        time.sleep(0.6)
+        txn(src, {f"/fold/{i}/{k}": noise(100, 10 * i + k) for k in range(10)})
+        written = put(src, f"/fold/leased/{i}", b"l", lease)
+        f.wait_for(lambda link, written=written: link.last >= written)  # one delta each, whatever the load
     folded_at = revision(src)
     f.wait_for(lambda link: link.last >= folded_at)
     result = compact(repo, plugin, options={"workdir": str(tmp_path)})
@@ -482,8 +483,8 @@ def test_list_shows_a_chain_on_one_line_and_bad_points_are_one_line_errors(
     proc = follow_cli(cli, "--period", "0.3")
     wait_tip(repo, lambda link: link.kind == "full")
     for i in range(4):
-        put(src, f"/l/{i}", b"v")
-        time.sleep(0.5)
+        written = put(src, f"/l/{i}", b"v")
+        wait_tip(repo, lambda link, written=written: link.last >= written)  # one delta each, whatever the load
     end = put(src, "/l/end", b"v")
     wait_tip(repo, lambda link: link.last >= end)
     proc.send_signal(signal.SIGTERM)

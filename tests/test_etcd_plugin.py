@@ -28,6 +28,7 @@ from drtool.repo.restore_context import PluginRestoreContext
 from drtool.repo.writer import BackupSession
 from drtool.restore import restore_dependencies
 from tests.fixtures.etcd import CorruptingProxy, etcdctl_dump
+from tests.fixtures.noise import noise
 
 plugin = EtcdPlugin()
 
@@ -297,7 +298,7 @@ def test_etcd_down_is_a_quick_one_line_source_error(repo: Repository) -> None:
     with BackupSession(repo) as session:
         outcome = session.run_plugin(plugin, {"endpoints": url})
         manifest = session.commit()
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 8  # refused at once, not the 10 s timeout (room for a loaded machine)
     assert outcome.status == "failed" and manifest.status == "partial" and not manifest.artifacts
     assert outcome.error == (
         f"etcd at {url} is unreachable: connection refused (check ETCD_ENDPOINTS / that etcd is running)"
@@ -350,7 +351,7 @@ def test_restore_rejects_a_snapshot_whose_embedded_hash_is_wrong(
 
 @pytest.mark.parametrize("split", [1, 7, 31, 32, 33, 4096, 10**6])
 def test_snapshot_digest_holds_back_the_trailer_at_any_split(split: int) -> None:
-    db = os.urandom(50_000)
+    db = noise(50_000)
     stream = db + hashlib.sha256(db).digest()
     digest = SnapshotDigest()
     for i in range(0, len(stream), split):

@@ -9,7 +9,6 @@ not through the plugin.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -28,6 +27,7 @@ from drtool.repo.repository import Repository
 from drtool.repo.writer import BackupSession
 from drtool.restore import restore_dependencies, run_restore
 from tests.fixtures.core import Cli, assert_clean_error
+from tests.fixtures.noise import noise
 
 plugin = GitPlugin()
 
@@ -121,7 +121,7 @@ def _lfs_repo(tmp_path: Path) -> tuple[str, bytes]:
     origin = tmp_path / "lfs-origin.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(origin)], check=True)
     work = tmp_path / "lfs-work"
-    content = os.urandom(300_000)
+    content = noise(300_000)
     run = {"cwd": work, "check": True, "capture_output": True}
     subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
     subprocess.run(["git", "lfs", "install", "--local"], **run)

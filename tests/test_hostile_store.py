@@ -42,6 +42,7 @@ from drtool.repo.repository import Repository
 from tests import test_immutability
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
 from tests.fixtures.faults import FaultProxy
+from tests.fixtures.noise import noise
 
 # a bucket with Object Lock and real MinIO users: `backup` (write-only) and `prune` (test_immutability.py)
 locked_bucket = test_immutability.locked_bucket
@@ -74,7 +75,7 @@ class Site:
             return open_backend(self.url)
 
 
-@pytest.fixture(params=["local", "minio"])
+@pytest.fixture(params=["local", pytest.param("minio", marks=pytest.mark.minio)])
 def site(request: pytest.FixtureRequest, tmp_path: Path) -> Site:
     if request.param == "local":
         return Site("local", str(tmp_path / "store"), {}, {})
@@ -385,8 +386,8 @@ def test_every_write_once_put_is_conditional(
         repo = Repository.init(
             open_backend(s3_store_url), passphrase=PASSPHRASE, config=StoreConfig.new(version=version)
         )
-        for _ in range(3):
-            backup_files(repo, tmp_path / "src", os.urandom(3 * MIB), "s")
+        for seed in range(3):
+            backup_files(repo, tmp_path / "src", noise(3 * MIB, seed), "s")
         prune(repo, {"s": RetentionPolicy(keep_last=1)})
         with acquire(repo, "shared", "test") as lock:
             lock._write(lock.info, exclusive=False)  # what a refresh does

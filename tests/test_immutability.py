@@ -29,6 +29,7 @@ from drtool.lab.components.minio import MinioServer
 from drtool.repo import layout
 from tests.fixtures import stores
 from tests.fixtures.core import Cli
+from tests.fixtures.noise import noise
 
 MIB = 1024 * 1024
 PREFIX = "dr"
@@ -215,8 +216,8 @@ def test_write_only_credentials_and_prune_of_locked_objects(
     _configure(cli, restricted_users["backup"], source, backup_sets=sets)
     cli("init", "--store", f"s3://{locked_bucket}/{PREFIX}", check=True)
     ids = []
-    for _ in range(2):
-        (source / "delta.bin").write_bytes(random.randbytes(MIB))
+    for seed in range(2):
+        (source / "delta.bin").write_bytes(noise(MIB, seed))
         ids.append(json.loads(cli("backup", "--set", "nightly", "--json", check=True).stdout)["id"])
     assert [b["id"] for b in json.loads(cli("list", "--json", check=True).stdout)] == sorted(ids)
     assert _check(cli)[0] == 0

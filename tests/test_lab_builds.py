@@ -38,6 +38,7 @@ def test_binaries_are_cached_by_version_and_pin(monkeypatch: pytest.MonkeyPatch,
     assert gomods.BINARIES["registry"].version == "v3.1.2"
 
 
+@pytest.mark.e2e  # a go build
 def test_a_build_reports_progress_and_its_result(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(gorun, "PROGRESS_EVERY", 0.01)  # the go command alone takes longer to start
     (tmp_path / "go.mod").write_text("module hello\n\ngo 1.22\n")
@@ -55,6 +56,7 @@ def test_a_build_reports_progress_and_its_result(monkeypatch: pytest.MonkeyPatch
     assert (tmp_path / "hello").is_file() and log.read_text().splitlines() == ["hello"]  # `-v`: the package built
 
 
+@pytest.mark.e2e  # a go build
 def test_a_failed_build_names_its_log_and_the_compiler_error(tmp_path: Path) -> None:
     (tmp_path / "go.mod").write_text("module broken\n\ngo 1.22\n")
     (tmp_path / "main.go").write_text("package main\n\nfunc main() { undefinedThing() }\n")

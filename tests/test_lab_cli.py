@@ -7,9 +7,12 @@ import stat
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests.fixtures.core import Cli, assert_clean_error
 
 
+@pytest.mark.e2e  # `drtool lab up` starts etcd
 def test_up_status_env_down(cli: Cli, tmp_path: Path) -> None:
     cli.env["DRTOOL_LAB_DIR"] = str(tmp_path / "labs")
     cli("lab", "up", "--name", "clitest", check=True)

@@ -189,6 +189,7 @@ def test_seeding_again_changes_nothing(kube_source: KubeLab) -> None:
     assert again.created == 0 and again.counts == kube_source.seeded.counts
 
 
+@pytest.mark.e2e  # Go's module cache, which the lab build fills
 def test_crds_come_from_the_pinned_modules_without_network_once_cached(monkeypatch: pytest.MonkeyPatch) -> None:
     upstream.module_zip.cache_clear()
     monkeypatch.setenv("GOPROXY", "off")  # Go answers from its module cache, or fails
@@ -210,6 +211,7 @@ def test_crds_come_from_the_pinned_modules_without_network_once_cached(monkeypat
 # --- the command line ---------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e  # `drtool lab up --bare` starts kube-apiserver
 def test_cli_up_env_seed_status_down(cli: Cli, tmp_path: Path) -> None:
     cli.env["DRTOOL_LAB_DIR"] = str(tmp_path / "labs")
     assert_clean_error(cli("lab", "up", "--name", "kubecli", "--bare", "--with", "etcd"), 2, "--bare and --with")

@@ -20,7 +20,7 @@ from drtool.repo.writer import BackupSession
 from tests.fixtures.core import PASSPHRASE
 
 
-@pytest.fixture(params=["local", "minio"])
+@pytest.fixture(params=["local", pytest.param("minio", marks=pytest.mark.minio)])
 def store(request: pytest.FixtureRequest, tmp_path) -> Repository:
     url = str(tmp_path / "store") if request.param == "local" else request.getfixturevalue("s3_store_url")
     return Repository.init(open_backend(url), passphrase=PASSPHRASE)
@@ -52,7 +52,9 @@ def test_waiting_for_a_lock(store: Repository) -> None:
 def test_refresh_moves_expiry_forward_and_stale_locks_do_not_block(store: Repository) -> None:
     with acquire(store, "shared", "backup", ttl=1.2) as held:
         first = read_lock(store, held.id).expires
-        time.sleep(1.5)  # several refresh periods (ttl/6)
+        deadline = time.monotonic() + 60  # a refresh every ttl/6, however late its thread runs
+        while read_lock(store, held.id).expires <= first and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert read_lock(store, held.id).expires > first
         held.check()
     stale = acquire(store, "shared", "crashed backup", ttl=0.3)
@@ -150,6 +152,7 @@ def test_reopened_store_sees_locks(store: Repository) -> None:
         assert len(list_locks(again)) == 1
 
 
+@pytest.mark.e2e  # the drtool CLI in a child process
 def test_cli_backup_waits_lock_wait_seconds_for_a_prune_then_fails_cleanly(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from tests.fixtures.core import Cli, assert_clean_error
 

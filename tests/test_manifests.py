@@ -198,6 +198,7 @@ def comparable(docs: list[Doc]) -> dict[tuple[str, str], Any]:
     return out
 
 
+@pytest.mark.e2e  # the Helm CLI is a Go build (minutes, once)
 @pytest.mark.parametrize(
     ("overlay", "values", "namespace"),
     [("base", (), "drtool"), ("overlays/management", ("values-management.yaml",), "drtool-prune")],

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 import urllib.request
 from pathlib import Path
@@ -16,6 +15,7 @@ from drtool.repo.repository import Repository
 from drtool.scheduler.runner import SetRunner
 from drtool.scheduler.sets import parse_backup_sets
 from tests.fixtures.core import PASSPHRASE
+from tests.fixtures.noise import noise
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -31,7 +31,7 @@ def test_endpoint_serves_real_values_after_a_run(s3_store_url: str, tmp_path: Pa
     repo = Repository.init(open_backend(s3_store_url), passphrase=PASSPHRASE)
     data = tmp_path / "data"
     data.mkdir()
-    (data / "a.bin").write_bytes(os.urandom(300_000))
+    (data / "a.bin").write_bytes(noise(300_000))
     sets = parse_backup_sets(
         {
             "nightly": {"plugins": ["files"], "interval": "1h", "rpo": "30m", "retention": {"keep_last": 1}},

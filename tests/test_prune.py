@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 import time
 import uuid
 from pathlib import Path
@@ -22,6 +21,7 @@ from drtool.repo.writer import BackupSession
 from drtool.retention import RetentionPolicy
 from tests.fixtures import stores
 from tests.fixtures.core import PASSPHRASE
+from tests.fixtures.noise import noise
 
 
 def backup_files(repo: Repository, folder: Path, content: bytes, backup_set: str, tags: list[str] | None = None) -> str:
@@ -40,18 +40,18 @@ def chunks_of_pack(repo: Repository, name: str) -> set[str]:
     return {c for c in repo.chunk_ids() if stores.where(repo, c)[0] == name}
 
 
-@pytest.fixture(params=["local", "minio"])
+@pytest.fixture(params=["local", pytest.param("minio", marks=pytest.mark.minio)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Repository:
     url = str(tmp_path / "store") if request.param == "local" else request.getfixturevalue("s3_store_url")
     return Repository.init(open_backend(url), passphrase=PASSPHRASE)
 
 
 def test_prune_forgets_per_set_and_collects_only_unreferenced_chunks(store: Repository, tmp_path: Path) -> None:
-    shared = os.urandom(300_000)  # in every backup of set a: must survive
-    a = [backup_files(store, tmp_path / "a", shared + os.urandom(200_000), "a") for _ in range(4)]
-    milestone = backup_files(store, tmp_path / "a", shared + os.urandom(200_000), "a", tags=["milestone"])
-    a.append(backup_files(store, tmp_path / "a", shared + os.urandom(200_000), "a"))
-    b = [backup_files(store, tmp_path / "b", os.urandom(100_000), "b") for _ in range(2)]
+    shared = noise(300_000)  # in every backup of set a: must survive
+    a = [backup_files(store, tmp_path / "a", shared + noise(200_000, seed), "a") for seed in range(1, 5)]
+    milestone = backup_files(store, tmp_path / "a", shared + noise(200_000, 5), "a", tags=["milestone"])
+    a.append(backup_files(store, tmp_path / "a", shared + noise(200_000, 6), "a"))
+    b = [backup_files(store, tmp_path / "b", noise(100_000, seed), "b") for seed in range(7, 9)]
     doomed_chunks = (chunks_of(store, a[0]) | chunks_of(store, a[1]) | chunks_of(store, a[2])) - chunks_of(store, a[3])
     before = set(store.chunk_ids())
 
@@ -77,10 +77,10 @@ def test_prune_forgets_per_set_and_collects_only_unreferenced_chunks(store: Repo
 
 
 def test_orphans_of_an_abandoned_backup_are_collected(store: Repository, tmp_path: Path) -> None:
-    keep = backup_files(store, tmp_path / "k", os.urandom(100_000), "s")
+    keep = backup_files(store, tmp_path / "k", noise(100_000, 1), "s")
     with BackupSession(store, backup_set="s") as session:
         with session.context_for("files").artifact("x") as sink:
-            sink.write(os.urandom(300_000))
+            sink.write(noise(300_000, 2))
         session.chunks.flush()  # chunks stored (and in format 2 indexed), manifest never written: the process "died"
     orphans = set(store.chunk_ids()) - chunks_of(store, keep)
     assert orphans
@@ -90,10 +90,10 @@ def test_orphans_of_an_abandoned_backup_are_collected(store: Repository, tmp_pat
 
 
 def test_unreadable_manifest_stops_the_sweep(store: Repository, tmp_path: Path) -> None:
-    backup_files(store, tmp_path / "k", os.urandom(100_000), "s")
+    backup_files(store, tmp_path / "k", noise(100_000, 1), "s")
     store.backend.put(layout.manifest("20200101T000000Z-abcdef"), b"not a manifest")
     with BackupSession(store) as session, session.context_for("files").artifact("x") as sink:
-        sink.write(os.urandom(100_000))
+        sink.write(noise(100_000, 2))
     before = set(store.chunk_ids())
     report = prune(store, {"s": RetentionPolicy(keep_last=1)})
     assert "20200101T000000Z-abcdef" in report.unreadable_manifests
@@ -115,7 +115,7 @@ def test_object_lock_retention_is_reported_not_an_error(minio, minio_env, tmp_pa
     bucket = f"locked-{uuid.uuid4().hex[:12]}"
     minio.create_bucket(bucket, object_lock=True)
     store = Repository.init(open_backend(f"s3://{bucket}/dr"), passphrase=PASSPHRASE)
-    old = [backup_files(store, tmp_path / "a", os.urandom(200_000), "a") for _ in range(3)]
+    old = [backup_files(store, tmp_path / "a", noise(200_000, seed), "a") for seed in range(3)]
     client = minio.client()
     until = dt.datetime.now(dt.UTC) + dt.timedelta(days=1)
     locked_manifest = f"dr/{layout.manifest(old[0])}"

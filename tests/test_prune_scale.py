@@ -10,7 +10,6 @@ copied blob; the bound below fails for either. The prune is checked by reading e
 
 from __future__ import annotations
 
-import os
 import tracemalloc
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +28,7 @@ from drtool.repo.repository import Repository
 from drtool.repo.writer import BackupSession
 from drtool.retention import RetentionPolicy
 from tests.fixtures.core import PASSPHRASE
+from tests.fixtures.noise import noise
 
 KiB, MiB = 1024, 1024 * 1024
 KEPT_CHUNKS = 100_000
@@ -70,7 +70,7 @@ def test_repack_memory_does_not_grow_with_the_chunks_a_store_keeps(tmp_path, mon
     chunker = ChunkerParams(min_size=16 * KiB, avg_size=64 * KiB, max_size=128 * KiB)  # packs hold one more chunk
     config = StoreConfig.new(chunker=chunker, packs=PackParams(target_size=256 * KiB))
     repo = Repository.init(LocalBackend(tmp_path / "store"), passphrase=PASSPHRASE, config=config)
-    data = os.urandom(64 * (KEPT_CHUNKS + 2_000))
+    data = noise(64 * (KEPT_CHUNKS + 2_000))
     pieces = [data[i : i + 64] for i in range(0, len(data), 64)]
     kept = write_backup(repo, pieces[:KEPT_CHUNKS], ["keep"], [])
     doomed = write_backup(repo, pieces[KEPT_CHUNKS:], [], [])
@@ -87,7 +87,7 @@ def test_repack_memory_does_not_grow_with_the_chunks_a_store_keeps(tmp_path, mon
 
 
 def test_unique_ids_is_np_unique_for_chunk_ids() -> None:
-    ids = np.frombuffer(os.urandom(32 * 1000), dtype="S32")
+    ids = np.frombuffer(noise(32 * 1000), dtype="S32")
     ids = np.concatenate([ids, ids[::3], np.zeros(2, dtype="S32")])  # repeats, and ids ending in zero bytes
     assert unique_ids(ids.copy()).tolist() == np.unique(ids).tolist()
 

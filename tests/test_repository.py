@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import random
 from collections.abc import Callable
 
 import pytest
@@ -21,6 +19,7 @@ from drtool.repo.restore_context import PluginRestoreContext
 from drtool.repo.writer import BackupSession
 from tests.fixtures import stores
 from tests.fixtures.core import PASSPHRASE
+from tests.fixtures.noise import noise
 
 
 @pytest.fixture(params=[2, 1], ids=["format2", "format1"])
@@ -45,7 +44,7 @@ def _read(repo: Repository, backup_id: str, name: str) -> bytes:
 
 
 def test_round_trip_through_a_fresh_open(repo: Repository, reopen: Callable[[Repository], Repository]) -> None:
-    data = {"big.bin": os.urandom(9 * 1024 * 1024 + 17), "empty": b"", "small.txt": b"hello"}
+    data = {"big.bin": noise(9 * 1024 * 1024 + 17, seed=1), "empty": b"", "small.txt": b"hello"}
     manifest = _backup(repo, data)
     fresh = reopen(repo)
     assert fresh.backup_ids() == [manifest.id]
@@ -57,7 +56,7 @@ def test_round_trip_through_a_fresh_open(repo: Repository, reopen: Callable[[Rep
 
 
 def test_chunking_is_independent_of_write_sizes(repo: Repository) -> None:
-    data = os.urandom(6 * 1024 * 1024)
+    data = noise(6 * 1024 * 1024, seed=2)
     a = _backup(repo, {"x": data}, piece=4096)
     b = _backup(repo, {"x": data}, piece=3 * 1024 * 1024 + 1)
     assert a.artifacts[0].chunks == b.artifacts[0].chunks
@@ -65,7 +64,7 @@ def test_chunking_is_independent_of_write_sizes(repo: Repository) -> None:
 
 
 def test_unchanged_data_uploads_nothing_and_an_insert_little(repo: Repository) -> None:
-    data = bytearray(random.Random(1).randbytes(12 * 1024 * 1024))
+    data = bytearray(noise(12 * 1024 * 1024, seed=3))
     first = _backup(repo, {"x": bytes(data)})
     again = _backup(repo, {"x": bytes(data)})
     assert again.stats["bytes_stored"] == 0 and again.stats["chunks_new"] == 0
@@ -88,20 +87,20 @@ def test_compressible_data_is_compressed_and_chunk_ids_are_keyed(repo: Repositor
 
 def test_failed_artifact_leaves_no_visible_backup(repo: Repository) -> None:
     with pytest.raises(RuntimeError), BackupSession(repo) as session, session.context_for("test").artifact("x") as sink:
-        sink.write(os.urandom(5 * 1024 * 1024))
+        sink.write(noise(5 * 1024 * 1024, seed=4))
         raise RuntimeError("source died")
     assert repo.backup_ids() == []
 
 
 def test_flipped_byte_in_chunk_is_detected(repo: Repository) -> None:
-    manifest = _backup(repo, {"x": os.urandom(9 * 1024 * 1024)})  # chunks are at most 4 MiB: at least three
+    manifest = _backup(repo, {"x": noise(9 * 1024 * 1024, seed=5)})  # chunks are at most 4 MiB: at least three
     stores.flip_byte(repo, manifest.artifacts[0].chunks[1][0])
     with pytest.raises(IntegrityError, match="failed authentication"):
         _read(repo, manifest.id, "x")
 
 
 def test_swapped_chunks_are_detected(repo: Repository) -> None:
-    manifest = _backup(repo, {"x": os.urandom(3 * 1024 * 1024)})
+    manifest = _backup(repo, {"x": noise(9 * 1024 * 1024, seed=6)})  # at least three chunks: two to swap
     (a, _), (b, _) = manifest.artifacts[0].chunks[:2]
     blob_a, blob_b = stores.sealed_bytes(repo, a), stores.sealed_bytes(repo, b)
     stores.overwrite(repo, a, blob_b)
@@ -131,7 +130,7 @@ def test_check_names_a_damaged_pack_and_what_it_took_down(tmp_path) -> None:
     is named, but none of its chunks (they still open where the index places them)."""
     config = StoreConfig.new(packs=PackParams(target_size=2 * 1024 * 1024))
     repo = Repository.init(LocalBackend(tmp_path / "store"), passphrase=PASSPHRASE, config=config)
-    manifest = _backup(repo, {"x": os.urandom(6 * 1024 * 1024)})
+    manifest = _backup(repo, {"x": noise(6 * 1024 * 1024, seed=7)})
     assert check(repo, read_data=True).ok
     cut, header_only = stores.chunk_objects(repo)[:2]
     repo.backend.put(cut, repo.backend.get(cut)[:1000])
@@ -150,7 +149,7 @@ def test_check_names_a_damaged_pack_and_what_it_took_down(tmp_path) -> None:
 
 
 def test_missing_chunk_fails_preflight_before_any_read(repo: Repository) -> None:
-    manifest = _backup(repo, {"x": os.urandom(3 * 1024 * 1024)})
+    manifest = _backup(repo, {"x": noise(3 * 1024 * 1024, seed=8)})
     stores.remove(repo, manifest.artifacts[0].chunks[-1][0])
     ctx = PluginRestoreContext(repo, manifest, "test")
     with pytest.raises(IntegrityError, match=r"missing \d+ chunk"):
@@ -186,7 +185,7 @@ def test_an_interrupted_write_surfaces_its_own_error(repo: Repository) -> None:
     class Interrupted(Exception):
         pass
 
-    data = os.urandom(20 * 1024 * 1024)
+    data = noise(20 * 1024 * 1024, seed=9)
     with pytest.raises(Interrupted), BackupSession(repo) as session:
         ctx = session.context_for("files")
         with ctx.artifact("a") as sink:

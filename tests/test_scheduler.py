@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from drtool.scheduler.runner import SetRunner
 from drtool.scheduler.service import SchedulerService, next_runs
 from drtool.scheduler.sets import parse_backup_sets
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
+from tests.fixtures.noise import noise
 
 
 def write_config(home: Path, store: str, data: Path, **set_overrides: object) -> Path:
@@ -40,7 +40,7 @@ def write_config(home: Path, store: str, data: Path, **set_overrides: object) ->
     return path
 
 
-@pytest.fixture(params=["local", "minio"])
+@pytest.fixture(params=["local", pytest.param("minio", marks=pytest.mark.minio)])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(tmp_path / "store") if request.param == "local" else request.getfixturevalue("s3_store_url")
 
@@ -58,7 +58,7 @@ def test_several_scheduled_runs_with_pruning(store_url: str, tmp_path: Path) -> 
     made = []
 
     def fresh_data() -> None:  # each run backs up new content, so prune has chunks to collect
-        (data / "f.bin").write_bytes(os.urandom(150_000))
+        (data / "f.bin").write_bytes(noise(150_000, len(made)))
 
     fresh_data()
     original_run = runner.run
@@ -179,7 +179,7 @@ def test_run_once_and_list_through_the_cli(cli: Cli, tmp_path: Path) -> None:
     cli("init", "--store", str(store), check=True)
     data = tmp_path / "data"
     data.mkdir()
-    (data / "f").write_bytes(os.urandom(10_000))
+    (data / "f").write_bytes(noise(10_000))
     write_config(cli.home, str(store), data, rpo="1h")
     prom = tmp_path / "drtool.prom"
     first = cli("schedule", "run-once", "quick", "--metrics-textfile", str(prom), "--json", check=True)
@@ -209,8 +209,8 @@ def test_prune_and_unlock_cli(cli: Cli, tmp_path: Path) -> None:
     write_config(cli.home, str(store), data, retention={"keep_last": 1})
     repo = Repository.open(open_backend(str(store)), Credentials(passphrase=PASSPHRASE))
     ids = []
-    for _ in range(3):
-        (data / "f").write_bytes(os.urandom(50_000))
+    for seed in range(3):
+        (data / "f").write_bytes(noise(50_000, seed))
         ids.append(run_backup(repo, [get_plugin("files")], {"files": {"paths": [str(data)]}}, backup_set="quick").id)
     dry = cli("prune", "--dry-run", check=True).stdout
     assert "would forget 2 backup(s)" in dry and "newest complete backup of the set" in dry

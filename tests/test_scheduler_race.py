@@ -7,6 +7,7 @@ intact (artifact length and SHA-256), and `drtool check --read-data` is clean.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -23,6 +24,7 @@ from drtool.crypto.credentials import Credentials
 from drtool.repo.repository import Repository
 from drtool.repo.restore_context import PluginRestoreContext
 from tests.fixtures.core import PASSPHRASE, Cli
+from tests.fixtures.noise import noise
 
 RUNS = 10  # per scheduler; each run ends with a prune of its set
 SETS = ("alpha", "beta")
@@ -46,10 +48,11 @@ def machine(root: Path, name: str, store: str, env: dict[str, str]) -> tuple[Cli
 
 def churn(folders: list[Path], stop: threading.Event) -> None:
     """New content every 0.2 s (written aside, then renamed: a reader sees a whole file), so prune has garbage."""
+    seeds = itertools.count(1)
     while not stop.is_set():
         for folder in folders:
             tmp = folder / ".new"
-            tmp.write_bytes(os.urandom(64_000))
+            tmp.write_bytes(noise(64_000, next(seeds)))
             os.replace(tmp, folder / "payload.bin")
         stop.wait(0.2)
 
@@ -63,7 +66,7 @@ def test_two_schedulers_and_a_prune_race_on_one_minio_store(s3_store_url: str, m
     clis["alpha"]("init", "--store", s3_store_url, "--no-save", check=True)
     stop = threading.Event()
     for folder in folders[:2]:
-        (folder / "payload.bin").write_bytes(os.urandom(64_000))
+        (folder / "payload.bin").write_bytes(noise(64_000))
     churner = threading.Thread(target=churn, args=(folders[:2], stop), daemon=True)
     churner.start()
     args = ["-m", "drtool", "schedule", "run", "--metrics-address", "", "--max-runs", str(RUNS)]

@@ -32,6 +32,7 @@ from drtool.lab.lab import Lab
 from tests.fixtures.core import PASSPHRASE, Cli
 from tests.fixtures.kube import KubeLab
 from tests.fixtures.mlflow import MlflowLab, start_mlflow_lab
+from tests.fixtures.noise import noise
 
 MIB = 1024 * 1024
 
@@ -169,7 +170,7 @@ def test_no_seeded_secret_leaks_anywhere(
         f"-----BEGIN PRIVATE KEY-----\n{values['TLS private key']}\n-----END PRIVATE KEY-----\n"
     )
     (pki / "token").write_text(values["token file"])
-    (pki / "weights.bin").write_bytes(os.urandom(48 * MIB))  # makes the backup last long enough to sample
+    (pki / "weights.bin").write_bytes(noise(48 * MIB))  # makes the backup last long enough to sample
     vault = hvac.Client(url=bao.address, token=bao.root_token)
     vault.sys.enable_secrets_engine("kv", path="secret", options={"version": "2"})
     wait_ready(vault, "secret")  # a new KV v2 mount takes writes only once it has upgraded itself

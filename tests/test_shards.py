@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
 import signal
 import subprocess
@@ -34,6 +33,7 @@ from drtool.repo.repository import Repository
 from tests.fixtures.core import PASSPHRASE, Cli
 from tests.fixtures.kube import KubeLab, wait_for
 from tests.fixtures.manifests import MANIFESTS, kubectl
+from tests.fixtures.noise import noise
 
 MIB = 1 << 20
 WORKERS = 3
@@ -150,7 +150,7 @@ def test_indexed_job_workers_publish_one_backup_only_when_every_shard_is_durable
     ckpt = tmp_path / "ckpt" / "step-100"
     ckpt.mkdir(parents=True)
     for i in range(6):  # each worker's share spans several packs, so one can land before the worker is killed
-        (ckpt / f"model-{i:05d}-of-00006.bin").write_bytes(os.urandom(SHARD_MIB * MIB))
+        (ckpt / f"model-{i:05d}-of-00006.bin").write_bytes(noise(SHARD_MIB * MIB, i))
     (ckpt / "COMPLETE").write_bytes(b"")
     config = tmp_path / "config.yaml"
     config.write_text(

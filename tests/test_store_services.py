@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -12,13 +11,14 @@ import yaml
 
 from drtool.lab.process import free_port
 from tests.fixtures.core import Cli, assert_clean_error
+from tests.fixtures.noise import noise
 
 
 def _files_source(cli: Cli, tmp_path: Path) -> Path:
     src = tmp_path / "pki"
     src.mkdir()
-    (src / "sa.key").write_bytes(os.urandom(2048))
-    (src / "weights.bin").write_bytes(os.urandom(6 * 1024 * 1024))
+    (src / "sa.key").write_bytes(noise(2048, 1))
+    (src / "weights.bin").write_bytes(noise(6 * 1024 * 1024, 2))
     config = cli.home / ".config/drtool/config.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(yaml.safe_dump({"sources": {"files": {"paths": [str(src)]}}}))
