@@ -6,7 +6,7 @@ it writes named artifacts through ``BackupContext.artifact`` and reads them back
 
 Contract version 1 (``previous_artifacts``, ``reuse`` and ``discard``, and for continuous backup the
 optional ``follow``/``fold`` hooks and ``RestoreContext.deltas``/``point``, were added compatibly).
-Rules every plugin keeps (checked by tests/test_plugin_contract.py):
+Rules every plugin keeps (checked by tests/plugins/test_plugin_contract.py):
 - ``backup`` raises ``drtool.errors.SourceError`` (one line, with a hint) when its source fails; the core
   then marks the backup partial and keeps the other plugins' artifacts.
 - ``restore`` is idempotent: a second run leaves the same state and says so (``RestoreResult.changed``).
@@ -19,7 +19,7 @@ A plugin subclasses ``BasePlugin`` and states only what it has: ``backup``, ``re
 always; ``discover``, ``dependencies`` and ``lab`` when it has something to say; ``diff`` (``DiffSupport``)
 when it can compare a backup with a live system; ``follow`` and ``fold`` (``FollowSupport``) when it can
 back its source up continuously, as a chain of a full and deltas. Hooks may be methods or module functions bound with
-``staticmethod``, as long as their parameters are named as here (tests/test_plugin_contract.py checks).
+``staticmethod``, as long as their parameters are named as here (tests/plugins/test_plugin_contract.py checks).
 """
 
 from __future__ import annotations

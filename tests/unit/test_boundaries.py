@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 PLUGINS = ROOT / "plugins"
 
 

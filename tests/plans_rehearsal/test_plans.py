@@ -16,7 +16,7 @@ from drtool.plans.validate import check_file
 from drtool.plugin.manager import load_plugins
 from tests.fixtures.core import Cli, assert_clean_error
 
-PLANS = Path(__file__).resolve().parents[1] / "restore-plans"
+PLANS = Path(__file__).resolve().parents[2] / "restore-plans"
 SHIPPED = sorted(PLANS.glob("*.yaml"))
 HEAD = "apiVersion: drtool/v1\nkind: RestorePlan\nname: t\n"
 

@@ -40,7 +40,7 @@ from drtool.rehearsal.target import seed_sources
 from drtool.repo.manifest import ArtifactEntry, Manifest, PluginOutcome
 from drtool.repo.repository import Repository
 from tests.fixtures.core import PASSPHRASE, Cli
-from tests.test_lab_living import wait_for
+from tests.lab.test_lab_living import wait_for
 
 TARGET_BUCKET = "restored-checkpoints"
 # the lab registers each living cluster's own webhook configurations; the source's point at its own ports
@@ -56,7 +56,7 @@ steps:
   - {id: cluster-objects, uses: kubernetes, with: {existing: update}}
 """
 TRAINER = ["python", "-m", "drtool.lab.trainer"]
-PLANS = Path(__file__).resolve().parents[1] / "restore-plans"
+PLANS = Path(__file__).resolve().parents[2] / "restore-plans"
 
 
 @dataclasses.dataclass

@@ -38,7 +38,7 @@ from drtool.plugin.manager import get_plugin
 from drtool.repo.repository import Repository
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
 
-STEP_PLUGINS = Path(__file__).parent / "data" / "step_plugins" / "drtool_test_steps.py"
+STEP_PLUGINS = Path(__file__).parents[1] / "data" / "step_plugins" / "drtool_test_steps.py"
 
 
 def _load_step_plugins() -> Any:

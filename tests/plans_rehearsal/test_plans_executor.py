@@ -26,7 +26,7 @@ from drtool.repo.repository import Repository
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
 from tests.fixtures.kube import KubeLab
 
-PLANS = Path(__file__).resolve().parents[1] / "restore-plans"
+PLANS = Path(__file__).resolve().parents[2] / "restore-plans"
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +178,8 @@ def test_the_restored_cluster_reads_back(lab_store: tuple[Repository, str], kube
     """kueue-quotas-only executed for real: its checks and the objects read back with the official client.
 
     The target is a bare API server: the quotas are stored, but no Kueue runs to admit work, and the plan's
-    platform check says so (docs/plans.md; tests/test_platform_checks.py has it pass on a living cluster)."""
+    platform check says so (docs/plans.md; tests/plans_rehearsal/test_platform_checks.py has it pass on a living
+    cluster)."""
     repo, backup_id = lab_store
     env = {"TARGET_KUBECONFIG": kube_target.kubeconfig, "CHECK_TIMEOUT": "3s"}
     loaded = load_plan(PLANS / "kueue-quotas-only.yaml", env=env)

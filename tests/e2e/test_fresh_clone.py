@@ -28,7 +28,7 @@ import pytest
 from drtool.lab.process import alive
 from drtool.rehearsal.target import lab_plugins
 
-REPO = Path(__file__).parents[1]
+REPO = Path(__file__).parents[2]
 
 
 def _clone(empty: Path) -> Path:

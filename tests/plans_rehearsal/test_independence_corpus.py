@@ -31,7 +31,7 @@ from drtool.repo.writer import BackupSession
 from drtool.report.render import write_report
 from tests.fixtures.core import Cli
 
-CORPUS = Path(__file__).parent / "independence_corpus"
+CORPUS = Path(__file__).parents[1] / "independence_corpus"
 # resource (plural) and API group of the corpus's kinds, as discovery would give them
 RESOURCES = {
     "Namespace": ("namespaces", ""),

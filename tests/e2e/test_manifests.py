@@ -1,6 +1,6 @@
 """manifests/: the Kustomize base and overlays and the Helm chart, rendered by the real tools, kept equal to
 each other, applied to a real kube-apiserver, and the backup CronJobs' command lines run with the pods'
-credentials. What the backup identity is refused: tests/test_rbac.py.
+credentials. What the backup identity is refused: tests/plugins/test_rbac.py.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from drtool.lab.components.minio import MinioServer
 from drtool.metrics import BackupMetrics
 from drtool.repo.repository import Repository
 from drtool.scheduler.sets import parse_backup_sets
-from tests import test_immutability
 from tests.fixtures.core import PASSPHRASE
 from tests.fixtures.kube import KubeLab
 from tests.fixtures.manifests import (
@@ -39,6 +38,7 @@ from tests.fixtures.manifests import (
     render,
     service_account_kubeconfig,
 )
+from tests.store import test_immutability
 
 # its fixtures: a bucket with Object Lock, and real MinIO users with the write-only and the prune policies
 locked_bucket = test_immutability.locked_bucket

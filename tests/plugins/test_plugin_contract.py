@@ -12,7 +12,7 @@ import pytest
 from drtool.plugin import contract
 from drtool.plugin.manager import GROUP, registry
 
-DOCS = (Path(__file__).parents[1] / "docs" / "plugins.md").read_text()
+DOCS = (Path(__file__).parents[2] / "docs" / "plugins.md").read_text()
 BUILT_IN = sorted(ep.name for ep in entry_points(group=GROUP) if ep.value.startswith("drtool_plugins."))
 
 

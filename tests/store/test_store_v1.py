@@ -21,7 +21,7 @@ from drtool.repo.lock import list_locks
 from drtool.repo.repository import Repository
 from drtool.repo.restore_context import PluginRestoreContext
 
-STORE = Path(__file__).parent / "data" / "store-v1"
+STORE = Path(__file__).parents[1] / "data" / "store-v1"
 PASSPHRASE = "v1 store passphrase"
 BACKUP_ID = "20261201T145111Z-b12f58"
 

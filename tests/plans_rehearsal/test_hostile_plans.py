@@ -26,7 +26,7 @@ from drtool.repo.repository import Repository
 from drtool.report.markdown import to_markdown
 from drtool.restore import run_restore
 from tests.fixtures.core import Cli, assert_clean_error
-from tests.test_hostile_restore import forge
+from tests.plugins.test_hostile_restore import forge
 
 PASSPHRASE_VALUE = "store-passphrase-7f3a9c"  # what drtool unlocks the store with, in its environment
 AWS_VALUE = "aws-secret-key-55e1d0"

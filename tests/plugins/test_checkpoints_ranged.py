@@ -24,7 +24,7 @@ from drtool.lab.components.minio import MinioServer
 from drtool.memory import ByteBudget
 from drtool.repo.repository import Repository
 from drtool.restore import run_restore
-from tests.test_checkpoints import PLUGIN, backup, get, s3, source
+from tests.plugins.test_checkpoints import PLUGIN, backup, get, s3, source
 
 pytestmark = pytest.mark.minio
 MiB = 1 << 20

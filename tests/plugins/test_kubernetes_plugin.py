@@ -304,7 +304,7 @@ def test_restore_order_is_data_with_reasons() -> None:
 
 
 def test_docs_explain_every_skip_and_every_level() -> None:
-    docs = (Path(__file__).parents[1] / "docs" / "kubernetes.md").read_text()
+    docs = (Path(__file__).parents[2] / "docs" / "kubernetes.md").read_text()
     for resource in SKIPPED_RESOURCES:
         assert f"`{resource}`" in docs, resource
     for patterns, _ in PRIORITIES:

@@ -33,7 +33,7 @@ from drtool.repo.repository import Repository
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error, count_manifest_reads
 from tests.fixtures.kube import KubeLab
 
-PLANS = Path(__file__).resolve().parents[1] / "restore-plans"
+PLANS = Path(__file__).resolve().parents[2] / "restore-plans"
 BACKED_UP = ("etcd", "kubernetes", "kueue")
 
 

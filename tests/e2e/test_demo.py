@@ -1,5 +1,5 @@
 """`drtool demo` on a machine that lacks something, what it changes between its two rehearsals, and the pieces
-it is made of. The whole demo, every plugin, from a fresh clone: tests/test_fresh_clone.py."""
+it is made of. The whole demo, every plugin, from a fresh clone: tests/e2e/test_fresh_clone.py."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from drtool.plans.loader import load_plan, read_values
 from drtool.progress import LineProgress
 from tests.fixtures.core import Cli, assert_clean_error
 
-PLAN = Path(__file__).parents[1] / "restore-plans" / "full-cluster-rebuild.yaml"
+PLAN = Path(__file__).parents[2] / "restore-plans" / "full-cluster-rebuild.yaml"
 VENV_BIN = str(Path(sys.executable).parent)
 # the shell script that stands in for apt-get: installing Debian packages is what a test on a shared machine
 # cannot do for real, so it records what it was asked and installs nothing

@@ -39,10 +39,10 @@ from drtool.lab.components.minio import MinioServer
 from drtool.repo import layout
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
-from tests import test_immutability
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
 from tests.fixtures.faults import FaultProxy
 from tests.fixtures.noise import noise
+from tests.store import test_immutability
 
 # a bucket with Object Lock and real MinIO users: `backup` (write-only) and `prune` (test_immutability.py)
 locked_bucket = test_immutability.locked_bucket
@@ -378,7 +378,7 @@ def test_every_write_once_put_is_conditional(
     from drtool.repo.config import StoreConfig
     from drtool.repo.lock import acquire
     from drtool.retention import RetentionPolicy
-    from tests.test_prune import backup_files
+    from tests.store.test_prune import backup_files
 
     proxy = RecordingProxy(minio.api_url).start()
     try:
@@ -504,7 +504,7 @@ def test_a_malformed_key_record_is_named_and_ignored(actors: Actors, site: Site)
     assert any("keyring/0001" in line for line in warnings(proc.stderr)), proc.stderr
 
 
-V1_STORE = Path(__file__).parent / "data" / "store-v1"
+V1_STORE = Path(__file__).parents[1] / "data" / "store-v1"
 V1_PASSPHRASE = "v1 store passphrase"
 
 
@@ -617,7 +617,7 @@ def test_new_stores_cut_with_a_keyed_table_and_old_ones_keep_their_cut_points(tm
 
 
 def _v1_data() -> bytes:
-    from tests.test_store_v1 import _data
+    from tests.store.test_store_v1 import _data
 
     return _data()
 

@@ -3,7 +3,7 @@
 Pure functions, on managedFields as kube-apiserver 1.37 writes them (the shapes below were read from the
 living lab: a Deployment created by one client, annotated by the deployment controller through /status,
 a Job whose pod template Kueue rewrote on admission). The restores that produce them for real are in
-tests/test_living_restore.py.
+tests/plans_rehearsal/test_living_restore.py.
 """
 
 from __future__ import annotations

@@ -150,7 +150,7 @@ def test_restore_order_is_kueues_dependency_order() -> None:
 
 
 def test_docs_explain_every_kind_and_reference_rule() -> None:
-    docs = (Path(__file__).parents[1] / "docs" / "kueue.md").read_text()
+    docs = (Path(__file__).parents[2] / "docs" / "kueue.md").read_text()
     for kind in (*PLURALS, "Namespace", "Secret", "CRDs"):
         assert f"| {kind}" in docs or f", {kind}" in docs, kind
     for rule in RULE_NAMES:

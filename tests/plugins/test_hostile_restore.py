@@ -419,7 +419,7 @@ def test_every_subprocess_call_site_passes_a_scrubbed_environment() -> None:
     ``process.spawn``, which uses it): a new call site that forgets it fails here."""
     import ast
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     missing = []
     for path in [*(root / "drtool").rglob("*.py"), *(root / "plugins").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
