@@ -1,6 +1,6 @@
 """drtool's layers, bottom first: a module imports only from its own layer and the layers below it.
 
-Written once, here. tests/test_boundaries.py reads every module with ``ast`` and checks each import against
+Written once, here. tests/unit/test_boundaries.py reads every module with ``ast`` and checks each import against
 this table (imports inside functions and type-only imports count too), checks that no two top-level
 packages import each other in a loop, and checks that docs/architecture.md shows the table ``render``
 makes (``python -m drtool.layers --write docs/architecture.md`` rewrites it there).

@@ -4,7 +4,7 @@ Why a module of its own: every command wants the same format and the same rule f
 else ``DRTOOL_LOG_LEVEL``, else whatever the host program set up), and library modules must only ever call
 ``logging.getLogger(__name__)`` so that embedding drtool in another program leaves its logging alone.
 Log records say what is done (which object, plugin, slot kind, byte counts), never a secret value:
-tests/test_secret_leaks.py runs every command at DEBUG and greps the output for seeded secrets.
+tests/e2e/test_secret_leaks.py runs every command at DEBUG and greps the output for seeded secrets.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ pytest_plugins = [
     "tests.fixtures.registry",
     "tests.fixtures.faults",
     "tests.fixtures.mlflow",
+    "tests.fixtures.tiers",
 ]
 
 

@@ -1,7 +1,7 @@
 """The backend contract every store location implements (local directory, S3).
 
 A backend stores immutable named objects. It knows nothing of encryption, chunks or manifests.
-Contract (tested by one conformance suite over every backend, tests/test_backend_conformance.py):
+Contract (tested by one conformance suite over every backend, tests/store/test_backend_conformance.py):
 - ``put`` is atomic: after it returns the whole object is readable, before it nothing is. An
   ``exclusive=True`` put is also durable when it returns, and raises ObjectExists instead of replacing an
   existing object; other puts are durable after the next ``sync`` (so a backend may batch directory

@@ -7,7 +7,7 @@ it writes named artifacts through ``BackupContext.artifact`` and reads them back
 Contract version 1 (``previous_artifacts``, ``reuse`` and ``discard``, the sink's ``meta``, ``mark`` and
 ``splice``, and for continuous backup the
 optional ``follow``/``fold`` hooks and ``RestoreContext.deltas``/``point``, were added compatibly).
-Rules every plugin keeps (checked by tests/test_plugin_contract.py):
+Rules every plugin keeps (checked by tests/plugins/test_plugin_contract.py):
 - ``backup`` raises ``drtool.errors.SourceError`` (one line, with a hint) when its source fails; the core
   then marks the backup partial and keeps the other plugins' artifacts.
 - ``restore`` is idempotent: a second run leaves the same state and says so (``RestoreResult.changed``).
@@ -22,7 +22,7 @@ when it can compare a backup with a live system; ``follow`` and ``fold`` (``Foll
 back its source up continuously, as a chain of a full and deltas; ``schema`` (drtool.plugin.settings) to
 have its settings checked before a run; ``platform_checks`` (drtool.plugin.checks) to add plan check types.
 Hooks may be methods or module functions bound with ``staticmethod``, as long as their parameters are named
-as here (tests/test_plugin_contract.py checks).
+as here (tests/plugins/test_plugin_contract.py checks).
 """
 
 from __future__ import annotations

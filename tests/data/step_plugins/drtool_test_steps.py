@@ -1,4 +1,5 @@
-"""A plugin for tests/test_plan_runs.py, installed for the `drtool` it starts through a temporary distribution.
+"""A plugin for tests/plans_rehearsal/test_plan_runs.py, installed for the `drtool` it starts through a temporary
+distribution.
 
 ``writer`` restores by writing into a real etcd (its JSON gateway) until it is killed, as a step that hangs
 in a disaster would: each attempt first notes which processes of earlier attempts still run, starts a helper

@@ -1,0 +1,80 @@
+"""How the lab's Go servers are pinned and built (docs/lab-builds.md): the pins agree with each other, the
+module hash is Go's own, and a build reports progress a person can read and fails with its reason."""
+
+from __future__ import annotations
+
+import io
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+from drtool_lab import gomods, gorun, kube_seed, upstream
+from drtool_lab.components.kwok import node_pools, nodes
+
+from drtool.errors import SourceError
+
+
+def test_crd_pins_are_the_versions_the_controllers_are_built_from() -> None:
+    built = {"kueue": "kueue", "kwok": "lab", "cert-manager": "lab"}
+    for key, gomod in built.items():
+        pin = upstream.MODULES[key]
+        assert gomods.required_version(gomod, pin.module) == pin.version, key
+        # and the zip hash pinned for the CRDs is the one go.sum pins for the build
+        go_sum = (gomods.GOMOD / gomod / "go.sum").read_text()
+        assert f"{pin.module} {pin.version} {pin.h1}\n" in go_sum, key
+    # the CRD-only modules Kueue integrates with are the versions Kueue's own build resolves
+    for key in ("jobset", "lws", "trainer", "training-operator"):
+        pin = upstream.MODULES[key]
+        assert gomods.required_version("kueue", pin.module) == pin.version, key
+
+
+def test_binaries_are_cached_by_version_and_pin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("DRTOOL_CACHE", str(tmp_path))
+    apiserver = gomods.BINARIES["kube-apiserver"]
+    assert apiserver.version == gomods.KUBE_VERSION
+    assert apiserver.path == tmp_path / "bin" / f"kube-apiserver-{gomods.KUBE_VERSION}-{gomods.pin_hash('lab')}"
+    assert gomods.BINARIES["kueue"].version == "v0.17.0" and gomods.BINARIES["kwok"].version == "v0.8.0"
+    assert gomods.BINARIES["registry"].version == "v3.1.2"
+
+
+@pytest.mark.e2e  # a go build
+def test_a_build_reports_progress_and_its_result(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(gorun, "PROGRESS_EVERY", 0.01)  # the go command alone takes longer to start
+    (tmp_path / "go.mod").write_text("module hello\n\ngo 1.22\n")
+    # a source never built before: a package found in Go's build cache is not compiled, and `-v` names none
+    (tmp_path / "main.go").write_text(f'package main\n\nfunc main() {{ println("hello {uuid.uuid4()}") }}\n')
+    out = io.StringIO()
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": ""}
+    log = tmp_path / "build.log"
+    argv = ["build", "-v", "-o", str(tmp_path / "hello"), "."]
+    gorun.run_go(argv, what="hello v1", log_path=log, env=env, cwd=tmp_path, hint="h", out=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("building hello v1: first time only") and str(log) in lines[0]
+    assert any(line.startswith("  hello v1: ") and "packages compiled" in line for line in lines[1:-1]), lines
+    assert lines[-1].startswith("built hello v1 in ")
+    assert (tmp_path / "hello").is_file() and log.read_text().splitlines() == ["hello"]  # `-v`: the package built
+
+
+@pytest.mark.e2e  # a go build
+def test_a_failed_build_names_its_log_and_the_compiler_error(tmp_path: Path) -> None:
+    (tmp_path / "go.mod").write_text("module broken\n\ngo 1.22\n")
+    (tmp_path / "main.go").write_text("package main\n\nfunc main() { undefinedThing() }\n")
+    log = tmp_path / "build.log"
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": ""}
+    with pytest.raises(SourceError, match="undefined: undefinedThing") as failed:
+        gorun.run_go(["build", "."], what="broken", log_path=log, env=env, cwd=tmp_path, hint="h", out=io.StringIO())
+    assert str(log) in (failed.value.hint or "")
+
+
+def test_the_gpu_node_pools_match_the_seeded_flavors() -> None:
+    flavors = {p["flavor"]: p for p in node_pools() if "flavor" in p}
+    assert set(flavors) == set(kube_seed.GPU_FLAVORS)
+    for name, (accelerator, instance) in kube_seed.GPU_FLAVORS.items():
+        spec = kube_seed.render("flavor", name=name, accelerator=accelerator, instance=instance)[0]["spec"]
+        pool = flavors[name]
+        assert spec["nodeLabels"].items() <= pool["labels"].items()
+        assert pool["taints"] == spec["nodeTaints"] and int(pool["capacity"]["nvidia.com/gpu"]) > 0
+    made = nodes()
+    assert len(made) == sum(p["nodes"] for p in node_pools())
+    assert all(n["metadata"]["annotations"] == {"kwok.x-k8s.io/node": "fake"} for n in made)
