@@ -340,12 +340,12 @@ class Waiver(_Strict):
 class Notify(_Strict):
     """Where a run tells people what happens (drtool.plans.notify): a URL that takes a JSON POST."""
 
-    webhook: str | None = None  # put it in a variable when it carries a token: ${DR_WEBHOOK}
+    webhook: str | None = None  # used only when DRTOOL_WEBHOOK_ALLOW lists it (drtool.plans.notify)
 
 
 class Variable(_Strict):
-    """A variable the plan reads: ``${NAME}`` anywhere in a value; from ``--values``, then the environment,
-    then ``${NAME:-default}``, then ``default`` here."""
+    """A variable the plan reads: ``${NAME}`` anywhere in a value; from ``--values``, then the environment's
+    ``DRTOOL_VAR_NAME`` (never ``NAME`` itself), then ``${NAME:-default}``, then ``default`` here."""
 
     description: str = ""
     default: str | int | float | bool | None = None
