@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import http.server
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,20 +22,26 @@ from markdown_it import MarkdownIt
 
 from drtool.config import load_settings
 from drtool.errors import DrtoolError, UsageError
+from drtool.lab.components.minio import MinioServer
 from drtool.plans.checks import run_checks
 from drtool.plans.executor import Executor
 from drtool.plans.loader import LoadedPlan, load_plan, read_values
 from drtool.plans.notify import webhook_for
 from drtool.plans.results import RunResult, StepResult
+from drtool.plans.schema import Plan
 from drtool.plugin.manager import get_plugin
+from drtool.plugin.toolkit.kube.client import KubeClient
+from drtool.plugin.toolkit.kube.settings import Connection
 from drtool.repo.repository import Repository
 from drtool.report.markdown import to_markdown
 from drtool.restore import run_restore
 from tests import test_plan_runs
 from tests.fixtures.core import Cli, assert_clean_error
+from tests.fixtures.kube import KubeLab
 from tests.fixtures.manifests import helm_template, one, parse, render
 from tests.test_hostile_restore import forge
 from tests.test_plan_runs import files_step, restored, run_id_in, write_plan
+from tests.test_platform_checks import backup_of
 
 PASSPHRASE_VALUE = "store-passphrase-7f3a9c"  # what drtool unlocks the store with, in its environment
 AWS_VALUE = "aws-secret-key-55e1d0"
@@ -324,6 +332,85 @@ def test_a_token_file_never_names_drtools_secrets_or_a_file_outside_the_allowed_
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_training_check_names_no_program_for_the_restoring_machine(tmp_path: Path) -> None:
+    """Before: ``command`` was run on drtool's machine, with drtool's whole environment (a plan wrote the
+    passphrase, AWS_SECRET_ACCESS_KEY and `uid=0` to a file)."""
+    check = "{type: training-resumes, id: t, step: ckpt, folder: mlp, command: [sh, -c, 'env > /tmp/loot']}"
+    loaded = load_plan(write(tmp_path, f"name: t\nsteps: [{{id: ckpt, uses: checkpoints}}]\nchecks:\n  - {check}\n"))
+    assert errors(loaded) == [
+        "4: checks[0]: `command` would name a program to run on the restoring machine: the check runs the trainer "
+        "as a Job in the restored cluster (`trainer: {image: ..., command: [...], args: [...]}`, docs/plans.md) ()"
+    ]
+
+
+# what the trainer's containers run: they write the environment they received into the checkpoint store,
+# then train (the lab trainer, by the protocol of docs/plans.md)
+ENV_DUMP = (
+    "import json, os, sys, runpy, boto3; loc = json.loads(os.environ['DRTOOL_CHECKPOINTS']); "
+    "bucket, _, prefix = loc['url'].removeprefix('s3://').partition('/'); "
+    "boto3.client('s3', endpoint_url=loc['endpoint_url']).put_object(Bucket=bucket, "
+    "Key=f'{prefix}/received/{sys.argv[1]}.json', Body=json.dumps({'env': dict(os.environ), 'uid': os.getuid()})); "
+    "sys.argv = ['trainer', *sys.argv[1:]]; runpy.run_module('drtool.lab.trainer', run_name='__main__')"
+)
+
+
+def test_the_trainer_runs_as_a_job_and_receives_nothing_of_drtools_environment(
+    kube_jobs: KubeLab, minio: MinioServer, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check creates a Job in the restored cluster (the real Job controller makes its pod); the lab's node
+    runs the pod's containers; each dumps the environment it received into the checkpoint store. Before: the
+    trainer was a local child of drtool with drtool's environment (``{**os.environ, ...}``)."""
+    from drtool.lab.node import LabNode  # new with the fix: imported here so the file runs on the code before it
+
+    location = {"url": f"s3://{bucket}/runs", "endpoint_url": minio.api_url}
+    store_keys = {k: v for k, v in minio.env().items() if k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    trained = subprocess.run(
+        [sys.executable, "-m", "drtool.lab.trainer", "train", "--until", "20", "--every", "10"],
+        env={"DRTOOL_CHECKPOINTS": json.dumps(location), "DRTOOL_CHECKPOINTS_FOLDER": "mlp", **store_keys},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr
+    kube = KubeClient(Connection.from_mapping({"kubeconfig": kube_jobs.kubeconfig}))
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "checkpoint-store"}, "stringData": store_keys}
+    kube.request("POST", "/api/v1/namespaces/default/secrets", body=json.dumps(secret).encode(), ok=(201,))
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
+    kube.request("POST", "/api/v1/namespaces/default/serviceaccounts", body=json.dumps(account).encode(), ok=(201, 409))
+    passphrase_file = tmp_path / "passphrase"
+    passphrase_file.write_text(PASSPHRASE_VALUE)
+    for name, value in {**ENV, "DRTOOL_PASSPHRASE_FILE": str(passphrase_file), "DRTOOL_KEYFILE": "/k"}.items():
+        monkeypatch.setenv(name, value)  # drtool's own secrets, in the process that runs the check
+    trainer = {"image": "drtool", "command": ["python", "-c", ENV_DUMP], "env_from_secret": "checkpoint-store"}
+    check = {
+        "type": "training-resumes",
+        "id": "t",
+        "step": "ckpt",
+        "folder": "mlp",
+        "trainer": trainer,
+        "timeout": "2m",
+    }
+    plan = Plan.model_validate({
+        "name": "t", "steps": [{"id": "ckpt", "uses": "checkpoints"}], "checks": [check],
+        "target": {"checkpoints": location, "kubernetes": {"kubeconfig": kube_jobs.kubeconfig}},
+    })  # fmt: skip
+    node, stop = LabNode(kube), threading.Event()
+    threading.Thread(target=node.serve, args=(stop,), daemon=True).start()
+    try:
+        (result,) = run_checks(plan, {}, backup_of({"mlp/step-000010": 1.0, "mlp/step-000020": 2.0}, []))
+    finally:
+        stop.set()
+    assert result.ok, result.detail
+    assert result.detail.startswith("resumed from step 20, the last complete checkpoint") and result.facts["job"]
+    expected = {"DRTOOL_CHECKPOINTS", "DRTOOL_CHECKPOINTS_FOLDER", "DRTOOL_CHECKPOINTS_URL", *store_keys}
+    for container in ("resume", "reference"):
+        body = minio.client().get_object(Bucket=bucket, Key=f"runs/received/{container}.json")["Body"].read()
+        received = json.loads(body)
+        assert set(received["env"]) - {"LC_CTYPE"} == expected, container  # the pod's env, and nothing else
+        assert PASSPHRASE_VALUE not in body.decode() and AWS_VALUE not in body.decode()
+        assert json.loads(received["env"]["DRTOOL_CHECKPOINTS"]) == location
+    jobs = kube.get("/apis/batch/v1/namespaces/default/jobs")["items"]
+    assert not [j for j in jobs if not j["metadata"].get("deletionTimestamp")]  # the Job is deleted either way
 
 
 # --- issue 25, attack 7: webhooks, resumed runs -----------------------------------------------------------

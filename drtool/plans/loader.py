@@ -277,7 +277,7 @@ def _schema_problem(loaded: LoadedPlan, err: Any) -> Problem:
 
 
 # pydantic puts a discriminated union's tag into the error location (checks[0].http.url); drop it
-_UNION_TAGS = {"kube-object", "http", "tcp", "str", "LatestBefore"}
+_UNION_TAGS = {"kube-object", "http", "tcp", "training-resumes", "str", "LatestBefore"}
 _HINTS = {
     "literal_error": "docs/plans.md lists the allowed values",
     "int_parsing": "write a whole number",

@@ -12,6 +12,7 @@ from drtool.lab.components.kube_controller_manager import KubeControllerManager
 from drtool.lab.components.kube_scheduler import KubeScheduler
 from drtool.lab.components.kueue import KueueController
 from drtool.lab.components.kwok import KwokController
+from drtool.lab.components.lab_node import LabNodeController
 from drtool.lab.components.minio import MinioServer
 from drtool.lab.components.mlflow import MlflowServer
 from drtool.lab.components.openbao import OpenBaoServer
@@ -27,6 +28,7 @@ KINDS: dict[str, type[Component]] = {
     KubeScheduler.kind: KubeScheduler,
     KueueController.kind: KueueController,
     KwokController.kind: KwokController,
+    LabNodeController.kind: LabNodeController,
     GitServer.kind: GitServer,
     MinioServer.kind: MinioServer,
     MlflowServer.kind: MlflowServer,
