@@ -76,6 +76,13 @@ class LabNode:
     def run_pod(self, pod: Obj) -> dict[str, int]:
         """Run every container of ``pod`` to its end and report it in the pod's status; name -> exit code."""
         self._started.add(pod["metadata"]["uid"])
+        try:
+            envs = {c["name"]: self.environment(pod, c) for c in pod["spec"]["containers"]}
+        except ApiError as exc:  # a Secret its envFrom names is missing: the container cannot be created
+            message = f"CreateContainerConfigError: {exc.message}"
+            failed = {"exitCode": 1, "reason": "CreateContainerConfigError", "message": message, "finishedAt": _now()}
+            self._status(pod, "Failed", {c["name"]: {"terminated": failed} for c in pod["spec"]["containers"]})
+            return {c["name"]: 1 for c in pod["spec"]["containers"]}
         with tempfile.TemporaryDirectory(prefix="drtool-lab-node-") as tmp:
             running: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
             for container in pod["spec"]["containers"]:
@@ -86,7 +93,7 @@ class LabNode:
                 argv = [str(log) if a == mount else a for a in argv]
                 argv = [sys.executable, *argv[1:]] if argv and argv[0] == "python" else argv
                 proc = subprocess.Popen(
-                    argv, env=self.environment(pod, container), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+                    argv, env=envs[container["name"]], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
                 )
                 running[container["name"]] = (proc, log)
             self._status(pod, "Running", {n: {"running": {"startedAt": _now()}} for n in running})
