@@ -188,8 +188,13 @@ def _reports(client: KubeClient, namespace: str, job: str) -> tuple[dict[str, An
     }
     if set(CONTAINERS) - set(ended):
         scheduled = conditions(pod).get("PodScheduled") or {}
-        waiting = f": {scheduled['message']}" if scheduled.get("message") else ""
-        return None, f"pod {pod['metadata']['name']} {status.get('phase', 'Pending')}{waiting}"
+        waits = [
+            f"{c['name']} {w.get('reason')}" + (f" ({w['message']})" if w.get("message") else "")
+            for c in status.get("containerStatuses") or []
+            if (w := (c.get("state") or {}).get("waiting"))
+        ]  # e.g. ImagePullBackOff, CreateContainerConfigError: the kubelet's reason
+        why = "; ".join(waits) or scheduled.get("message") or ""
+        return None, f"pod {pod['metadata']['name']} {status.get('phase', 'Pending')}" + (f": {why}" if why else "")
     reports: dict[str, Any] = {}
     for container in CONTAINERS:
         state = ended[container]
