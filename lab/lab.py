@@ -33,6 +33,7 @@ LIVING_KINDS: tuple[str, ...] = (
     "kube-controller-manager",
     "kube-scheduler",
     "kwok",
+    "lab-node",
     "kueue",
     "cert-manager",
 )

@@ -113,6 +113,7 @@ class ResumePoint:
 
     run_id: str
     plan_path: str
+    plan_sha256: str  # the plan as that run read it: a resume of an edited plan is refused
     values_path: str
     backup_id: str
     done_before: dict[str, str]  # step id -> the run it ended ok in
@@ -165,6 +166,7 @@ class RunLog:
         return ResumePoint(
             previous.id,
             previous.plan_path,
+            previous.plan_sha256,
             previous.values_path,
             previous.backup_id,
             {step.step_id: step.done_in for step in self.steps(previous.id) if step.status == "ok"},

@@ -16,7 +16,7 @@ from drtool.cli.run_view import RunView, live_rows, steps_table
 from drtool.cli.state import console, print_json, state
 from drtool.durations import format_duration
 from drtool.errors import ApprovalNeeded, SourceError, UsageError
-from drtool.plans.approval import Approvals
+from drtool.plans.approval import Approvals, require_same_plan
 from drtool.plans.dag import waves
 from drtool.plans.dryrun import PlannedStep, dry_run
 from drtool.plans.executor import Executor
@@ -156,6 +156,8 @@ def restore_with_plan(
         values = Path(previous.values_path) if previous.values_path else values
     assert plan_file is not None
     loaded = load_checked(plan_file, values)
+    if previous is not None:
+        require_same_plan(loaded, previous.run_id, previous.plan_sha256)
     plan = loaded.require()
     repo = open_plan_repo(ctx, plan)
     read: list[Manifest] = []  # what choosing the backup read: a step restoring a point does not read it again

@@ -12,6 +12,10 @@ When none of them can answer, the step waits, and so does everything that needs 
 runs, and the run ends with exit code 11 (``ApprovalNeeded``) and the command that continues it. Every
 decision names who made it (``--approver`` or the OS user), when, from which host, and how; the catalog keeps
 it with the run (``approvals`` table), next to the step's row.
+
+Approvals belong to the plan as it was read: a resume whose plan file no longer has the hash its run
+recorded is refused (``require_same_plan``), so a plan edited between "waiting for approval" and the
+`--resume ... --approve` that answers it is never run under the earlier run's decisions.
 """
 
 from __future__ import annotations
@@ -22,11 +26,15 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from drtool.errors import UsageError
 from drtool.plans.dryrun import PlannedStep
 from drtool.plans.schema import Plan, Step
 from drtool.repo.manifest import utc_now
+
+if TYPE_CHECKING:
+    from drtool.plans.loader import LoadedPlan
 
 BY_FLAG, BY_FLAG_ALL, BY_PROMPT, AUTOMATIC = "--approve", "--approve-all", "prompt", "automatic"
 
@@ -135,3 +143,14 @@ class Approvals:
 
 def _listing(gated: set[str]) -> str:
     return f"steps that need approval: {', '.join(sorted(gated))}" if gated else "no step of this plan needs approval"
+
+
+def require_same_plan(loaded: LoadedPlan, run_id: str, recorded_sha256: str) -> None:
+    """A resume continues the plan its run was approved with: an edited plan is a new run, approved again."""
+    if loaded.sha256 != recorded_sha256:
+        raise UsageError(
+            f"plan {loaded.path} changed since run {run_id} started (sha256 {recorded_sha256[:12]} then, "
+            f"{loaded.sha256[:12]} now): its approvals do not carry over to an edited plan",
+            f"review the change (`drtool restore --plan {loaded.path} --dry-run`), then start a new run with "
+            f"`drtool restore --plan {loaded.path}` and approve its gated steps again",
+        )

@@ -322,7 +322,7 @@ class Executor:
             if unset:
                 raise UsageError(
                     f"step {step.id} uses unset variable(s) {', '.join(sorted(set(unset)))}",
-                    "export them or pass --values FILE",
+                    "export DRTOOL_VAR_<NAME> for each, or pass --values FILE",
                 )
             for attempt in range(1, step.retries + 2):
                 result.attempts = attempt

@@ -4,10 +4,13 @@ Lines matter because a plan is read in a hurry: "line 23: steps[2].needs names `
 3 a.m., a bare pydantic path is not. A plan reads only the variables it declares (``variables:``), never a
 secret-bearing name: otherwise ``${DRTOOL_PASSPHRASE}`` in an ``http`` check's URL would send the store's
 passphrase wherever the plan says, and into every report (docs/threat-model.md). Values come from a values
-file (``--values``, a YAML mapping), then the environment, then the inline default, then the declared
-one; a declared variable set nowhere stays as written (``${VAR}``) and is listed in ``unset``, so `plan
-validate` and dry runs work without the target's variables, and a real run refuses only the steps that
-need one. An undeclared variable is an error; it is never read from the environment.
+file (``--values``, a YAML mapping), then the environment **under the explicit prefix** ``DRTOOL_VAR_``
+(``DRTOOL_VAR_TARGET_KUBECONFIG`` sets ``${TARGET_KUBECONFIG}``), then the inline default, then the
+declared one. A plan never reads an environment variable by its own name: a plan that declared
+``MYSQL_PWD`` or ``HTTPS_PROXY`` would otherwise choose which of the operator's variables end up in a
+check's URL. A declared variable set nowhere stays as written (``${VAR}``) and is listed in ``unset``, so
+`plan validate` and dry runs work without the target's variables, and a real run refuses only the steps
+that need one. An undeclared variable is an error.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from drtool.errors import NotFound, UsageError
 from drtool.plans.schema import BUILT_IN_CHECK_TYPES, CONTRIBUTED, VARIABLE_NAME, Plan
 
 _DUPLICATE_STEP = re.compile(r"step id '([^']+)' appears twice")
+ENV_PREFIX = "DRTOOL_VAR_"  # the only environment variables a plan reads: DRTOOL_VAR_<NAME> for ${NAME}
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 Loc = tuple[str | int, ...]
 
@@ -197,7 +201,8 @@ def load_plan(
 ) -> LoadedPlan:
     """Parse and schema-check a plan file; problems are collected, not raised (see ``LoadedPlan.require``).
 
-    ``values`` (a values file's content) win over ``env`` (default: the process environment).
+    ``values`` (a values file's content) win over ``env`` (default: the process environment), of which only
+    ``DRTOOL_VAR_<NAME>`` is read, for a declared ``NAME``.
     """
     path = Path(path)
     if not path.is_file():
@@ -225,7 +230,8 @@ def load_plan(
         return loaded
     declared = _declared(raw)
     environment = os.environ if env is None else env
-    given = {**{n: environment[n] for n in declared if n in environment}, **(values or {})}  # never another name
+    from_env = {n: environment[ENV_PREFIX + n] for n in declared if ENV_PREFIX + n in environment}
+    given = {**from_env, **(values or {})}  # never a variable by its own name
     set_values = {n: v for n, v in given.items() if n in declared}
     variables = _Variables(declared, set_values, lines, unset, loaded.undeclared)
     # the declarations themselves are not substituted: a default is a literal

@@ -3,9 +3,15 @@
 Events: ``run.started``, ``approval.needed``, ``step.failed``, ``run.finished``, each with the RTO spent so far
 (from the start of the first run a resume continues). The payload (docs/plans.md) is one JSON object that
 any receiver can read; its ``text`` is a sentence for chat tools (Slack's incoming webhooks show it as it
-is), and PagerDuty-style receivers map ``event``/``severity`` through their own adapters. It carries ids,
-names, statuses and errors — never a target, an option, a variable's value or the webhook URL itself, so no
-secret a plan references can leave through it.
+is), and PagerDuty-style receivers map ``event``/``severity`` through their own adapters. It carries ids
+and statuses only — never an error text (it may quote a target path or a variable's value), a target, an
+option, a variable's value or the webhook URL itself: whoever reads the channel learns that step ``dns``
+failed, and reads why in ``drtool runs show``.
+
+The URL is the operator's, never the plan author's alone: ``DRTOOL_WEBHOOK`` (the operator's environment),
+else the plan's ``notify.webhook`` only when ``DRTOOL_WEBHOOK_ALLOW`` (the operator's, comma-separated URL
+prefixes) lists it. A plan otherwise chooses where drtool POSTs from inside the network it recovers (a blind
+SSRF): such a plan runs without notifications, and says so.
 
 Delivery never holds a recovery up: events go out in order from one background thread, each POST bounded
 by a short timeout and retried twice; one that still fails is logged (without the URL) and dropped.
@@ -21,7 +27,9 @@ import queue
 import socket
 import threading
 import time
+import urllib.parse
 import urllib.request
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from drtool.durations import format_duration
@@ -32,6 +40,7 @@ from drtool.repo.manifest import utc_now
 
 PAYLOAD_VERSION = 1
 ENV = "DRTOOL_WEBHOOK"  # overrides the plan's notify.webhook (an environment variable: a URL may hold a token)
+ALLOW_ENV = "DRTOOL_WEBHOOK_ALLOW"  # URL prefixes a plan's notify.webhook may name, comma-separated
 EVENTS = ("run.started", "approval.needed", "step.failed", "run.finished")
 TIMEOUT_S = 5.0
 ATTEMPTS = 3
@@ -57,8 +66,7 @@ def payload(name: str, run: RunResult, step: StepResult | None, rto_so_far_s: fl
         "rto": {"so_far_s": round(rto_so_far_s, 3), "objective_s": objective},
     }
     if step is not None:
-        body["step"] = {"id": step.id, "uses": step.uses, "status": step.status, "attempts": step.attempts,
-                        "error": step.error or None}  # fmt: skip
+        body["step"] = {"id": step.id, "uses": step.uses, "status": step.status, "attempts": step.attempts}
     if name == "run.finished":
         body["status"] = run.status
         body["steps"] = {s.id: s.status for s in run.steps.values()}
@@ -86,7 +94,7 @@ def _sentence(body: dict[str, Any], run: RunResult, step: StepResult | None) -> 
     what = {
         "run.started": "started",
         "approval.needed": f"step {step.id if step else '?'} needs approval",
-        "step.failed": f"step {step.id if step else '?'} failed: {step.error if step else ''}",
+        "step.failed": f"step {step.id if step else '?'} failed (`drtool runs show {run.run_id}` says why)",
         "run.finished": f"finished: {body.get('status')}",
     }[body["event"]]
     return f"{where} {what}; RTO so far {rto}"
@@ -134,13 +142,36 @@ class Webhook:
                         time.sleep(0.5 * attempt)
 
 
-def webhook_for(plan: Plan, kind: str) -> Webhook | None:
-    """The run's webhook: ``DRTOOL_WEBHOOK``, else the plan's ``notify.webhook``; None when neither is set.
-
-    A plan whose webhook variable is unset runs without notifications (`plan validate` warns about it):
-    a missing notification must not stop a recovery.
-    """
-    url = os.environ.get(ENV) or plan.notify.webhook
+def webhook_url(plan: Plan, environ: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
+    """The URL events go to (``DRTOOL_WEBHOOK``, else the plan's when the operator allows it), and why the
+    plan's is not used (None when there is nothing to say)."""
+    environ = os.environ if environ is None else environ
+    if environ.get(ENV):
+        return environ[ENV], None
+    url = plan.notify.webhook
     if not url or "${" in url:
-        return None
-    return Webhook(url, kind=kind)
+        return None, None
+    allowed = [p.strip() for p in environ.get(ALLOW_ENV, "").split(",") if p.strip()]
+    if any(_under(url, prefix) for prefix in allowed):
+        return url, None
+    return None, f"notify.webhook is not listed in {ALLOW_ENV}: this run sends no notifications"
+
+
+def _under(url: str, prefix: str) -> bool:
+    """``url`` is ``prefix`` or below it, compared by parts (``https://hooks.example`` does not allow
+    ``https://hooks.example.attacker.net``, nor ``https://hooks.example@attacker.net``)."""
+    got, want = urllib.parse.urlsplit(url), urllib.parse.urlsplit(prefix)
+    if (got.scheme, got.netloc.lower()) != (want.scheme, want.netloc.lower()) or "@" in got.netloc:
+        return False
+    base = want.path.rstrip("/")
+    return got.path == base or got.path.startswith(base + "/") or not base
+
+
+def webhook_for(plan: Plan, kind: str, warn: Callable[[str], None] = log.warning) -> Webhook | None:
+    """The run's webhook (``webhook_url``); None when there is none. A plan whose webhook variable is unset,
+    or whose webhook the operator did not allow, runs without notifications (``warn`` says the latter): a
+    missing notification must not stop a recovery."""
+    url, why_not = webhook_url(plan)
+    if why_not:
+        warn(why_not)
+    return Webhook(url, kind=kind) if url else None

@@ -283,6 +283,17 @@ class GcStableCheck(_Strict):
         return f"restored objects and their dependents survive {format_duration(self.window)} of garbage collection"
 
 
+class TrainerJob(_Strict):
+    """The team's trainer, as data the restored cluster runs: one Job, never a program on drtool's machine."""
+
+    image: str = Field(min_length=1)
+    command: list[str] = Field(default_factory=list)  # the container's command (default: the image's entrypoint)
+    args: list[str] = Field(default_factory=list)  # before the protocol's own (docs/plans.md)
+    namespace: str = "default"
+    service_account: str | None = None  # the pod's identity (e.g. workload identity to the checkpoint store)
+    env_from_secret: str | None = None  # a Secret in `namespace` with what the trainer needs to read them
+
+
 class TrainingResumesCheck(_Strict):
     """A restored training run resumes from its last complete checkpoint, bit for bit (docs/plans.md)."""
 
@@ -290,9 +301,19 @@ class TrainingResumesCheck(_Strict):
     id: str
     step: str  # the plan step that restored the checkpoints: its target holds them, its backup knows them
     folder: str = Field(min_length=1)  # the run's folder in that target (holding step-N checkpoints)
-    command: list[str] = Field(min_length=1)  # the trainer; `python` is the interpreter drtool runs under
+    trainer: TrainerJob  # run as a Job in the restored cluster (drtool.plans.platform.training_resumes)
     steps: int = Field(default=5, ge=1, le=10_000)  # steps the resumed run trains, compared with a reference
     timeout: Duration = dt.timedelta(minutes=5)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_local_program(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "command" in data:
+            raise ValueError(
+                "`command` would name a program to run on the restoring machine: the check runs the trainer as a "
+                "Job in the restored cluster (`trainer: {image: ..., command: [...], args: [...]}`, docs/plans.md)"
+            )
+        return data
 
     def summary(self) -> str:
         return f"training in {self.folder} (restored by step {self.step}) resumes from its last complete checkpoint"
@@ -352,12 +373,12 @@ class Waiver(_Strict):
 class Notify(_Strict):
     """Where a run tells people what happens (drtool.plans.notify): a URL that takes a JSON POST."""
 
-    webhook: str | None = None  # put it in a variable when it carries a token: ${DR_WEBHOOK}
+    webhook: str | None = None  # used only when DRTOOL_WEBHOOK_ALLOW lists it (drtool.plans.notify)
 
 
 class Variable(_Strict):
-    """A variable the plan reads: ``${NAME}`` anywhere in a value; from ``--values``, then the environment,
-    then ``${NAME:-default}``, then ``default`` here."""
+    """A variable the plan reads: ``${NAME}`` anywhere in a value; from ``--values``, then the environment's
+    ``DRTOOL_VAR_NAME`` (never ``NAME`` itself), then ``${NAME:-default}``, then ``default`` here."""
 
     description: str = ""
     default: str | int | float | bool | None = None

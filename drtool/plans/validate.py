@@ -17,6 +17,7 @@ from drtool.plugin import settings
 from drtool.plugin.checks import contributed
 from drtool.plugin.manager import load_plugins
 from drtool.plugin.settings import Kind, schema_of
+from drtool.secure_paths import ALLOW_ENV, FilePolicy, dotted, file_settings
 
 
 def validate(loaded: LoadedPlan, installed: Collection[str]) -> LoadedPlan:
@@ -80,12 +81,13 @@ def validate(loaded: LoadedPlan, installed: Collection[str]) -> LoadedPlan:
                     "name an existing step or drop `step:`",
                 )
             )
+    problems += _file_problems(loaded, FilePolicy.from_env())
     for name, line in sorted(loaded.unset.items(), key=lambda kv: kv[1]):
         problems.append(
             Problem(
                 line or None,
                 f"variable ${{{name}}} is not set",
-                f"export {name}, put it in a --values file, or write ${{{name}:-default}}; steps using it "
+                f"export DRTOOL_VAR_{name}, put it in a --values file, or write ${{{name}:-default}}; steps using it "
                 "cannot run until it is set",
                 "warning",
             )
@@ -151,6 +153,23 @@ def check_type_problems(loaded: LoadedPlan, plugins: Mapping[str, Any]) -> list[
 
 def _describe_hint(plugin: str) -> str:
     return f"`drtool plugins --describe {plugin}` lists its keys"
+
+
+def _file_problems(loaded: LoadedPlan, policy: FilePolicy) -> list[Problem]:
+    """A ``*_file`` setting in the plan's targets or options naming drtool's secrets or a file outside the
+    folders the operator allows (drtool.secure_paths): refused here, before any step reads or sends it."""
+    data = loaded.data
+    found = list(file_settings(data.get("target"), ("target",)))
+    for i, step in enumerate(data.get("steps") or []):
+        if isinstance(step, dict):
+            found += file_settings({k: step.get(k) for k in ("target", "with")}, ("steps", i))
+    problems = []
+    for loc, value in found:
+        why = None if "${" in value else policy.refusal(dotted(loc), value)
+        if why:
+            hint = f"keep such files in a folder the operator lists in {ALLOW_ENV}"
+            problems.append(Problem(loaded.line_of(*loc), why, hint))
+    return problems
 
 
 def check_file(path: Path | str, installed: Collection[str], values: dict[str, str] | None = None) -> LoadedPlan:

@@ -10,6 +10,7 @@ from drtool_lab.components.kube_controller_manager import KubeControllerManager
 from drtool_lab.components.kube_scheduler import KubeScheduler
 from drtool_lab.components.kueue import KueueController
 from drtool_lab.components.kwok import KwokController
+from drtool_lab.components.lab_node import LabNodeController
 from drtool_lab.components.minio import MinioServer
 from drtool_lab.components.mlflow import MlflowServer
 from drtool_lab.components.postgres import PostgresServer
@@ -28,6 +29,7 @@ KINDS: dict[str, type[Component]] = {
     KubeScheduler.kind: KubeScheduler,
     KueueController.kind: KueueController,
     KwokController.kind: KwokController,
+    LabNodeController.kind: LabNodeController,
     GitServer.kind: GitServer,
     MinioServer.kind: MinioServer,
     MlflowServer.kind: MlflowServer,

@@ -33,6 +33,7 @@ STAGES = (
     "kustomize/stage/pod/fast/pod-complete.yaml",
     "kustomize/stage/pod/fast/pod-delete.yaml",
 )
+CHECK_POD_STAGES = ("pod-ready.yaml", "pod-complete.yaml")
 POD_CIDR = "10.244.0.0/16"
 NODE_LEASE_SECONDS = 40
 
@@ -78,6 +79,20 @@ def nodes() -> list[Obj]:
     return out
 
 
+def _leave_checks_alone(path: str, text: str) -> str:
+    """kwok would run a plan check's pod to Succeeded without running it: its pod stages skip the pods
+    labelled ``drtool.dev/check``, which the lab's node runs (lab/node.py); deleting them stays kwok's."""
+    if not path.endswith(CHECK_POD_STAGES):
+        return text
+    from drtool_lab.node import SELECTOR
+
+    stages = [doc for doc in yaml.safe_load_all(text) if doc]
+    for stage in stages:
+        expressions = stage["spec"].setdefault("selector", {}).setdefault("matchExpressions", [])
+        expressions.append({"key": f'.metadata.labels["{SELECTOR}"]', "operator": "DoesNotExist"})
+    return yaml.safe_dump_all(stages, sort_keys=False)
+
+
 @dataclasses.dataclass
 class KwokController(ClusterProcess):
     kind = "kwok"
@@ -94,7 +109,7 @@ class KwokController(ClusterProcess):
     def prepare(self) -> None:
         from drtool_lab import upstream
 
-        stages = [text for _, text in upstream.module_files("kwok", STAGES)]
+        stages = [_leave_checks_alone(path, text) for path, text in upstream.module_files("kwok", STAGES)]
         # stages only: a KwokConfiguration in the file would skip kwok's defaulting (its options are flags)
         self.config_path.write_text("\n---\n".join(stages))
 

@@ -1,9 +1,11 @@
 """`python -m drtool_lab.trainer train|resume|reference`: the lab's training job, run as a process.
 
-kwok pods run no code, so the lab runs training as a plain process against its MinIO. The location is the
-JSON mapping in ``DRTOOL_CHECKPOINTS`` (``url: s3://BUCKET/PREFIX`` plus ``lab`` or ``endpoint_url``) and
-the run's folder in it ``DRTOOL_CHECKPOINTS_FOLDER``: what the ``training-resumes`` plan check sets
-(docs/plans.md). Reports are JSON files; losses are written with ``float.hex`` so that equal means equal.
+kwok pods run no code, so the lab runs training as a plain process against its MinIO (and, for the
+``training-resumes`` check's Job, the lab's node runs it from the pod: lab/node.py). The location
+is the JSON mapping in ``DRTOOL_CHECKPOINTS`` (``url: s3://BUCKET/PREFIX`` plus ``lab`` or
+``endpoint_url``, the keys in the usual ``AWS_*`` variables) and the run's folder in it
+``DRTOOL_CHECKPOINTS_FOLDER``: what the check's Job sets (docs/plans.md). Reports are JSON files (the
+check's Job names its termination log); losses are written with ``float.hex`` so that equal means equal.
 
 - ``train --until N --every K [--pause-in-save S]``: continue from the newest complete checkpoint (or
   step 0) to step N, saving every K steps. With ``--pause-in-save S`` the save of step S stops after its
@@ -12,7 +14,8 @@ the run's folder in it ``DRTOOL_CHECKPOINTS_FOLDER``: what the ``training-resume
   train K steps without saving; reports the step it resumed from, the digest of the parameters it loaded
   and the losses.
 - ``reference --until N --digest-at S --report FILE``: an uninterrupted run from step 0 to N, kept in
-  memory; reports the parameters' digest at step S and the losses.
+  memory; reports the parameters' digest at step S and the losses after S (a termination message holds
+  4 KiB).
 """
 
 from __future__ import annotations
@@ -51,10 +54,8 @@ def _say(**fields: Any) -> None:
 
 
 def _write(path: str, report: dict[str, Any]) -> None:
-    target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(report, indent=1))
-    tmp.replace(target)
+    """In place, compact: a termination log is a mounted file (not renamed over) of at most 4 KiB."""
+    Path(path).write_text(json.dumps(report, separators=(",", ":")))
 
 
 def train(args: argparse.Namespace, config: model.Config) -> None:
@@ -98,7 +99,8 @@ def reference(args: argparse.Namespace, config: model.Config) -> None:
         if state.step >= args.until:
             break
         loss = model.train_step(config, state, target)
-        report["losses"][str(state.step)] = loss.hex()
+        if state.step > args.digest_at:
+            report["losses"][str(state.step)] = loss.hex()
     _write(args.report, report)
 
 

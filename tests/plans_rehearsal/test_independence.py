@@ -481,7 +481,7 @@ def write_plan(path: Path, waivers: list[dict[str, Any]]) -> Path:
 
 def test_cli_exits_10_when_something_needed_is_inside(backed: Backed, cli: Cli, tmp_path: Path) -> None:
     plan = write_plan(tmp_path / "plan.yaml", WAIVERS)
-    env = {"TARGET_KUBECONFIG": str(backed.target_kubeconfig)}
+    env = {"DRTOOL_VAR_TARGET_KUBECONFIG": str(backed.target_kubeconfig)}  # the plan reads DRTOOL_VAR_*
     out = tmp_path / "reports"
     proc = cli("--store", str(backed.store), "verify-independence", "--plan", str(plan), "--out", str(out), env=env)
     assert proc.returncode == 10, (proc.stdout, proc.stderr)
@@ -509,7 +509,7 @@ def test_cli_exits_0_when_everything_inside_is_waived(backed: Backed, cli: Cli, 
 
 def test_cli_missing_backup_is_a_clean_error(backed: Backed, cli: Cli, tmp_path: Path) -> None:
     plan = write_plan(tmp_path / "plan.yaml", [])
-    env = {"TARGET_KUBECONFIG": str(backed.target_kubeconfig)}
+    env = {"DRTOOL_VAR_TARGET_KUBECONFIG": str(backed.target_kubeconfig)}  # the plan reads DRTOOL_VAR_*
     args = ["--store", str(backed.store), "verify-independence", "--plan", str(plan), "--backup", "2019"]
     assert_clean_error(cli(*args, env=env), 6, "backup 2019 not found")
 

@@ -155,7 +155,9 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
     config = {"apiVersion": "v1", "kind": "Config", "clusters": [cluster], "users": [{"name": "u", "user": {}}],
               "contexts": [context], "current-context": "c"}  # fmt: skip
     kubeconfig.write_text(yaml.safe_dump(config))
-    env = {"TARGET_KUBECONFIG": str(kubeconfig), "ZONE_DIR": str(work / "zones"), "FILES_DIR": str(work / "files")}
+    variables = {"TARGET_KUBECONFIG": str(kubeconfig), "ZONE_DIR": str(work / "zones")}
+    variables["FILES_DIR"] = str(work / "files")
+    env = {f"DRTOOL_VAR_{name}": value for name, value in variables.items()}  # what a plan reads (docs/plans.md)
     loaded = load_plan(CORPUS / "plan.yaml", env=env).require()
     targets = {s.id: loaded.target_for(s) for s in loaded.steps}
     return Corpus(analyze(loaded, repo, manifest, targets, resolve=False), work / "store", env)

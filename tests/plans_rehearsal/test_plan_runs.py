@@ -316,7 +316,8 @@ def test_the_webhook_receives_the_documented_events_in_order(run_cli: Cli, recei
     )
     extra = "objectives: {rto: 1h}\nvariables: {HOOK: receiver URL}\nnotify: {webhook: '${HOOK}'}\n"
     plan = write_plan(tmp_path, steps, extra=extra)
-    proc = run_cli("restore", "--plan", str(plan), env={"HOOK": receiver.url})
+    allow = {"DRTOOL_VAR_HOOK": receiver.url, "DRTOOL_WEBHOOK_ALLOW": receiver.url}  # the operator allows it
+    proc = run_cli("restore", "--plan", str(plan), env=allow)
     assert_clean_error(proc, 7, "step(s) broken failed", "--approve dns")
     run_id = run_id_in(proc.stderr)
     names = [(e["event"], (e.get("step") or {}).get("id")) for e in receiver.events]
@@ -330,7 +331,7 @@ def test_the_webhook_receives_the_documented_events_in_order(run_cli: Cli, recei
     assert started["severity"] == "info" and started["rto"]["so_far_s"] < 60
     assert all(e["version"] == 1 and e["run"]["id"] == run_id and e["run"]["plan"] == "gated" for e in receiver.events)
     assert needed["continue_with"] == f"drtool restore --resume {run_id} --approve dns"
-    assert failed["step"]["error"] == "writer: told to fail (this is a test)" and failed["severity"] == "error"
+    assert "error" not in failed["step"] and failed["severity"] == "error"  # ids and statuses only
     assert finished["status"] == "failed" and finished["steps"] == {"dns": "awaiting-approval", "broken": "failed",
                                                                    "fine": "skipped"}  # fmt: skip
     so_far = [e["rto"]["so_far_s"] for e in receiver.events]

@@ -105,7 +105,7 @@ def test_variables_from_values_file_then_environment_with_defaults_and_types(tmp
     body += "variables: {PAR: p, DIR: d, START: s, RTO: r}\n"
     path = write(tmp_path, HEAD + body)
     values = write(tmp_path, "DIR: /from/values\nSTART: true\n", "values.yaml")
-    loaded = load_plan(path, values=read_values(values), env={"DIR": "/from/env", "PAR": "7"})
+    loaded = load_plan(path, values=read_values(values), env={"DRTOOL_VAR_DIR": "/from/env", "DRTOOL_VAR_PAR": "7"})
     plan = loaded.require()
     assert plan.parallelism == 7 and plan.objectives.rto.total_seconds() == 300  # type: ignore[union-attr]
     assert plan.target["etcd"] == {"data_dir": "/from/values/x", "start": True}

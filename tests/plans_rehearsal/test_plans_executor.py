@@ -181,7 +181,7 @@ def test_the_restored_cluster_reads_back(lab_store: tuple[Repository, str], kube
     platform check says so (docs/plans.md; tests/plans_rehearsal/test_platform_checks.py has it pass on a living
     cluster)."""
     repo, backup_id = lab_store
-    env = {"TARGET_KUBECONFIG": kube_target.kubeconfig, "CHECK_TIMEOUT": "3s"}
+    env = {"DRTOOL_VAR_TARGET_KUBECONFIG": kube_target.kubeconfig, "DRTOOL_VAR_CHECK_TIMEOUT": "3s"}
     loaded = load_plan(PLANS / "kueue-quotas-only.yaml", env=env)
     run = Executor(loaded, repo, repo.get_manifest(backup_id)).execute()
     assert all(s.status == "ok" for s in run.steps.values()), [(s.id, s.error) for s in run.steps.values()]

@@ -56,7 +56,7 @@ steps:
   - {id: checkpoints, uses: checkpoints}
   - {id: cluster-objects, uses: kubernetes, with: {existing: update}}
 """
-TRAINER = ["python", "-m", "drtool_lab.trainer"]
+TRAINER = {"image": "drtool", "command": ["python", "-m", "drtool_lab.trainer"]}  # run by the lab's node
 PLANS = Path(__file__).resolve().parents[2] / "restore-plans"
 
 
@@ -142,7 +142,7 @@ def test_every_platform_check_passes_on_the_restored_living_cluster(restored: Re
         {"id": "serving", "type": "workloads-ready"},
         {"id": "certificates", "type": "no-reissue", "window": "10s"},
         {"id": "gc", "type": "gc-stable", "window": "10s"},
-        {"id": "training", "type": "training-resumes", "step": "checkpoints", "folder": "mlp", "command": TRAINER},
+        {"id": "training", "type": "training-resumes", "step": "checkpoints", "folder": "mlp", "trainer": TRAINER},
     ]
     plan = Plan.model_validate({**restored.plan.model_dump(by_alias=True), "checks": specs})
     clock = lambda: time.monotonic() - restored.restore_started  # noqa: E731
@@ -181,7 +181,7 @@ def _probe_jobs(api: Any) -> list[str]:
 def test_the_shipped_plans_checks_pass_on_the_restored_living_cluster(
     restored: Restored, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("CHECK_WINDOW", "5s")  # a minute in production
+    monkeypatch.setenv("DRTOOL_VAR_CHECK_WINDOW", "5s")  # a minute in production
     plan = load_plan(PLANS / f"{name}.yaml").require()
     overrides = {**restored.overrides, "kueue": restored.overrides["kubernetes"]}
     results = run_checks(plan, overrides, restored.manifest)
@@ -261,13 +261,13 @@ def test_training_resumes_fails_from_the_wrong_step(
     for key in keys:
         restored.bucket.delete_object(Bucket=TARGET_BUCKET, Key=key)
     try:
-        result = restored.check(type="training-resumes", step="checkpoints", folder="mlp", command=TRAINER)
+        result = restored.check(type="training-resumes", step="checkpoints", folder="mlp", trainer=TRAINER)
         assert not result.ok and result.detail == why
         assert result.facts["resumed_from_step"] == resumed and result.facts["recovery_step"] == 20
     finally:
         for key, data in kept.items():
             restored.bucket.put_object(Bucket=TARGET_BUCKET, Key=key, Body=data)
-    assert restored.check(type="training-resumes", step="checkpoints", folder="mlp", command=TRAINER).ok
+    assert restored.check(type="training-resumes", step="checkpoints", folder="mlp", trainer=TRAINER).ok
 
 
 # --- without a cluster ----------------------------------------------------------------------------------
@@ -321,10 +321,10 @@ def test_platform_checks_are_strict_and_a_check_of_a_skipped_step_is_skipped() -
                                                  "flavour": "a100"}]})  # fmt: skip
     with pytest.raises(ValueError, match="names step 'restore-checkpoints', which the plan does not have"):
         Plan.model_validate({**base, "checks": [{"type": "training-resumes", "id": "t", "step": "restore-checkpoints",
-                                                 "folder": "mlp", "command": TRAINER}]})  # fmt: skip
+                                                 "folder": "mlp", "trainer": TRAINER}]})  # fmt: skip
     check = {"type": "gc-stable", "id": "g", "window": "1m30s", "namespaces": None}
     assert Plan.model_validate({**base, "checks": [check]}).checks[0].window.total_seconds() == 90  # type: ignore[union-attr]
-    training = {"type": "training-resumes", "id": "t", "step": "checkpoints", "folder": "mlp", "command": TRAINER}
+    training = {"type": "training-resumes", "id": "t", "step": "checkpoints", "folder": "mlp", "trainer": TRAINER}
     plan = Plan.model_validate({**base, "checks": [training]})
     manifest = backup_of({}, []).model_copy(update={"plugins": {}})  # the checkpoints plugin is not in the backup
     (result,) = run_checks(plan, {}, manifest)
@@ -339,18 +339,25 @@ def test_a_training_rehearsal_reports_the_recovery_point_in_steps_and_time_lost(
     lab_root: Path, tmp_path: Path, cli: Cli
 ) -> None:
     """Source: the trainer killed while saving step 30. `drtool rehearse` restores into a fresh lab, resumes the
-    run there and says what was lost: the steps after 20, and the training time since step 20 was saved."""
+    run there (its trainer a Job of the restored cluster, which the lab's node runs) and says what was lost:
+    the steps after 20, and the training time since step 20 was saved."""
     source = Lab("training-source", lab_root)
-    checkpoints = get_plugin("checkpoints")
+    plugins = [get_plugin("checkpoints"), get_plugin("kubernetes")]  # the cluster runs the trainer's Job
     try:
-        sources = seed_sources(source, [checkpoints])
+        sources = seed_sources(source, plugins)
         repo = Repository.init(LocalBackend(tmp_path / "store"), passphrase=PASSPHRASE)
-        run_backup(repo, [checkpoints], sources)
+        run_backup(repo, plugins, sources)
         plan = tmp_path / "training.yaml"
-        plan.write_text(
-            "name: training-only\nsteps:\n  - {id: checkpoints, uses: checkpoints}\nchecks:\n"
-            f"  - {{type: training-resumes, id: resumes, step: checkpoints, folder: mlp, command: {TRAINER}}}\n"
-        )
+        check = {
+            "type": "training-resumes",
+            "id": "resumes",
+            "step": "checkpoints",
+            "folder": "mlp",
+            "trainer": TRAINER,
+        }
+        steps = [{"id": "checkpoints", "uses": "checkpoints"}, {"id": "cluster", "uses": "kubernetes"}]
+        waivers = [{"match": "*", "reason": "the seeded cluster's own dependencies are not what this test judges"}]
+        plan.write_text(json.dumps({"name": "training-only", "steps": steps, "checks": [check], "waivers": waivers}))
         args = ["rehearse", "--plan", str(plan), "--source-lab", source.name, "--out", str(tmp_path / "reports")]
         proc = cli("--store", repo.backend.url, *args, env={"DRTOOL_LAB_DIR": str(lab_root)})
     finally:  # the rehearsal started the source again in its own process: stop what the lab's state now names

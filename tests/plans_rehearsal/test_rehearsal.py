@@ -43,8 +43,8 @@ PLATFORM_CHECKS = {"first-workload-admitted", "services-serving", "certificates-
 @pytest.fixture(autouse=True)
 def quick_platform_checks(monkeypatch: pytest.MonkeyPatch) -> None:
     """The shipped plans' platform checks watch for a minute in production; a few seconds show the same here."""
-    monkeypatch.setenv("CHECK_WINDOW", "5s")
-    monkeypatch.setenv("CHECK_TIMEOUT", "2m")
+    monkeypatch.setenv("DRTOOL_VAR_CHECK_WINDOW", "5s")
+    monkeypatch.setenv("DRTOOL_VAR_CHECK_TIMEOUT", "2m")
 
 
 class Source:
@@ -269,7 +269,7 @@ def test_rehearsal_into_an_existing_cluster_by_kubeconfig(
 ) -> None:
     """The existing cluster is a bare API server: the quotas go in and read back, but no Kueue runs there to
     admit work, so the plan's platform check fails, saying so, and the platform is not in service."""
-    monkeypatch.setenv("CHECK_TIMEOUT", "3s")
+    monkeypatch.setenv("DRTOOL_VAR_CHECK_TIMEOUT", "3s")
     options = RehearsalOptions(target=kube_target.kubeconfig, out_dir=tmp_path / "reports", labs_root=tmp_path)
     result = rehearse(load_plan(PLANS / "kueue-quotas-only.yaml"), source.repo, options)
     assert [s["status"] for s in result.report["run"]["steps"]] == ["ok"]

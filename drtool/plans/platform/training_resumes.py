@@ -3,12 +3,16 @@ recovered job: the job must resume from the last COMPLETE checkpoint (never a to
 with its parameters exactly as saved, and then train as if nothing had happened.
 
 The backup says which step that is: the checkpoints step's artifacts name each complete checkpoint with its
-step and when its marker was written, and the checkpoints it skipped (torn ones) with why. Then the
-trainer is run twice, as processes, with the protocol of docs/plans.md: ``COMMAND resume --steps K
---report FILE`` against the restored location (``DRTOOL_CHECKPOINTS``, ``DRTOOL_CHECKPOINTS_FOLDER``,
-``DRTOOL_CHECKPOINTS_URL``), and ``COMMAND reference --until S+K --digest-at S --report FILE``, an
-uninterrupted run from scratch. Pass only when the resumed run started at step S, the digest of the
-parameters it loaded equals the reference's at S, and its K losses equal the reference's bit for bit.
+step and when its marker was written, and the checkpoints it skipped (torn ones) with why. Then the team's
+trainer runs **as a Job in the restored cluster**, from the plan's ``trainer`` (image, command, args: data
+the cluster runs; nothing runs on drtool's machine, and nothing of drtool's environment reaches it). The
+Job's one pod has two containers, with the protocol of docs/plans.md: ``resume --steps K`` against the
+restored location (``DRTOOL_CHECKPOINTS``, ``DRTOOL_CHECKPOINTS_FOLDER``, ``DRTOOL_CHECKPOINTS_URL``, and
+the plan's ``env_from_secret``), and ``reference --until S+K --digest-at S``, an uninterrupted run from
+scratch. Each writes its JSON report as its termination message (``--report /dev/termination-log``): the
+pod's status carries it back. Pass only when the resumed run started at step S, the digest of the
+parameters it loaded equals the reference's at S, and its K losses equal the reference's bit for bit. The
+Job is deleted either way.
 """
 
 from __future__ import annotations
@@ -16,23 +20,23 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import os
 import posixpath
 import re
-import subprocess
-import sys
-import tempfile
-import time
+import secrets
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from drtool.durations import format_duration
-from drtool.plans.platform.context import CheckContext, Verdict, Watch
+from drtool.kube.client import ApiError, KubeClient
+from drtool.plans.platform.context import PROBE_MANAGER, CheckContext, Verdict, Watch
+from drtool.plans.platform.kube import Obj, conditions, items, wait_for
 from drtool.plans.schema import TrainingResumesCheck
 from drtool.repo.manifest import Manifest
 
 _TRAILING_NUMBER = re.compile(r"(\d+)$")
+CHECK_LABEL = "drtool.dev/check"  # on the Job and its pod: what a lab's node plays (lab/node.py)
+REPORT = "/dev/termination-log"  # the container's termination message: the pod's status carries it back
+CONTAINERS = ("resume", "reference")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,27 +80,6 @@ def recovery_point(manifest: Manifest, plugin: str, folder: str) -> RecoveryPoin
     return RecoveryPoint(step, written[step] or None, tuple(sorted(written)), tuple(sorted(torn)))
 
 
-def _argv(command: list[str]) -> list[str]:
-    """``python`` is the interpreter drtool runs under, so a trainer installed beside drtool is found."""
-    return [sys.executable, *command[1:]] if command[0] == "python" else list(command)
-
-
-def _trainer(check: TrainingResumesCheck, env: Mapping[str, str], args: list[str], timeout: float) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="drtool-training-") as tmp:
-        report = Path(tmp) / "report.json"
-        proc = subprocess.run(
-            [*_argv(check.command), *args, "--report", str(report)],
-            env={**os.environ, **env},
-            capture_output=True,
-            text=True,
-            timeout=max(timeout, 1.0),
-        )
-        if proc.returncode != 0 or not report.exists():
-            tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-2:])
-            raise RuntimeError(f"trainer {args[0]} exited {proc.returncode}: {tail}")
-        return json.loads(report.read_text())
-
-
 def trainer_env(ctx: CheckContext, check: TrainingResumesCheck) -> dict[str, str]:
     """Where the restored checkpoints are: the checkpoints step's target, and the run's folder in it."""
     target = ctx.target(check.step)
@@ -105,6 +88,40 @@ def trainer_env(ctx: CheckContext, check: TrainingResumesCheck) -> dict[str, str
         "DRTOOL_CHECKPOINTS": json.dumps(target),
         "DRTOOL_CHECKPOINTS_FOLDER": check.folder.strip("/"),
         "DRTOOL_CHECKPOINTS_URL": f"{root}/{check.folder.strip('/')}",
+    }
+
+
+def trainer_job(name: str, check: TrainingResumesCheck, env: Mapping[str, str], point: RecoveryPoint) -> Obj:
+    """The Job: one pod, a ``resume`` and a ``reference`` container of the plan's trainer, no API token."""
+    trainer = check.trainer
+    modes = {
+        "resume": ["resume", "--steps", str(check.steps)],
+        "reference": ["reference", "--until", str(point.step + check.steps), "--digest-at", str(point.step)],
+    }
+    containers = []
+    for role, mode in modes.items():
+        container: Obj = {
+            "name": role,
+            "image": trainer.image,
+            "args": [*trainer.args, *mode, "--report", REPORT],
+            "env": [{"name": k, "value": v} for k, v in env.items()],
+            "terminationMessagePath": REPORT,
+            "terminationMessagePolicy": "File",
+        }
+        if trainer.command:
+            container["command"] = list(trainer.command)
+        if trainer.env_from_secret:
+            container["envFrom"] = [{"secretRef": {"name": trainer.env_from_secret}}]
+        containers.append(container)
+    pod: Obj = {"restartPolicy": "Never", "automountServiceAccountToken": False, "containers": containers}
+    if trainer.service_account:
+        pod["serviceAccountName"] = trainer.service_account
+    labels = {"app.kubernetes.io/managed-by": "drtool", CHECK_LABEL: "training-resumes"}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": labels, "annotations": {"drtool.dev/check-id": check.id}},
+        "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": labels}, "spec": pod}},
     }
 
 
@@ -123,13 +140,26 @@ def run(check: TrainingResumesCheck, ctx: CheckContext, watch: Watch) -> Verdict
         "steps_lost_at_least": point.steps_lost_at_least,
         "checkpoint_written_at": _iso(point.written_at),
     }
-    deadline = time.monotonic() + check.timeout.total_seconds()
-    resume = ["resume", "--steps", str(check.steps)]
-    resumed = _trainer(check, trainer_env(ctx, check), resume, check.timeout.total_seconds())
-    until = point.step + check.steps
-    reference = _trainer(
-        check, {}, ["reference", "--until", str(until), "--digest-at", str(point.step)], deadline - time.monotonic()
-    )
+    client = ctx.kube()
+    namespace, name = check.trainer.namespace, f"drtool-training-{secrets.token_hex(3)}"
+    jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs"
+    body = json.dumps(trainer_job(name, check, trainer_env(ctx, check), point)).encode()
+    try:
+        client.request("POST", jobs, params={"fieldManager": PROBE_MANAGER}, body=body, ok=(201,))
+    except ApiError as exc:
+        return Verdict(False, f"the API server refused the trainer's Job: {exc.message}", facts)
+    facts["job"] = f"{namespace}/{name}"
+    try:
+        left = check.timeout.total_seconds() - (watch.clock() - watch.started_s)
+        reports, why = wait_for(lambda: _reports(client, namespace, name), max(left, 0.0))
+    finally:
+        client.request("DELETE", f"{jobs}/{name}", params={"propagationPolicy": "Background"}, ok=(200, 202, 404))
+    if reports is None:
+        return Verdict(False, f"the trainer's Job {name} did not finish within {format_duration(check.timeout)}: "
+                       f"{why}", facts)  # fmt: skip
+    if why:
+        return Verdict(False, why, facts)
+    resumed, reference = reports["resume"], reports["reference"]
     facts["resumed_from_step"] = resumed.get("resumed_from_step")
     failure = compare(point, resumed, reference)
     if failure:
@@ -143,6 +173,41 @@ def run(check: TrainingResumesCheck, ctx: CheckContext, watch: Watch) -> Verdict
         f"({format_duration(watch.clock() - watch.started_s)})",
         facts,
     )
+
+
+def _reports(client: KubeClient, namespace: str, job: str) -> tuple[dict[str, Any] | None, str]:
+    """Each container's report once both ended; an empty result and why when one failed; None while running."""
+    pods = list(items(client, f"/api/v1/namespaces/{namespace}/pods", {"labelSelector": f"job-name={job}"}))
+    if not pods:
+        return None, "no pod yet (is the namespace there, and may the Job create pods?)"
+    pod = pods[0]
+    status = pod.get("status") or {}
+    ended = {
+        c["name"]: c["state"]["terminated"]
+        for c in status.get("containerStatuses") or []
+        if (c.get("state") or {}).get("terminated")
+    }
+    if set(CONTAINERS) - set(ended):
+        scheduled = conditions(pod).get("PodScheduled") or {}
+        waits = [
+            f"{c['name']} {w.get('reason')}" + (f" ({w['message']})" if w.get("message") else "")
+            for c in status.get("containerStatuses") or []
+            if (w := (c.get("state") or {}).get("waiting"))
+        ]  # e.g. ImagePullBackOff, CreateContainerConfigError: the kubelet's reason
+        why = "; ".join(waits) or scheduled.get("message") or ""
+        return None, f"pod {pod['metadata']['name']} {status.get('phase', 'Pending')}" + (f": {why}" if why else "")
+    reports: dict[str, Any] = {}
+    for container in CONTAINERS:
+        state = ended[container]
+        message = str(state.get("message") or "")
+        if state.get("exitCode") != 0:
+            tail = " | ".join(message.strip().splitlines()[-2:]) or state.get("reason") or ""
+            return {}, f"trainer {container} exited {state.get('exitCode')}: {tail}"
+        try:
+            reports[container] = json.loads(message)
+        except ValueError:
+            return {}, f"trainer {container} reported no JSON in its termination message ({len(message)} bytes)"
+    return reports, ""
 
 
 def compare(point: RecoveryPoint, resumed: Mapping[str, Any], reference: Mapping[str, Any]) -> str | None:

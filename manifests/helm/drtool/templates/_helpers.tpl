@@ -79,3 +79,84 @@ capabilities: {drop: ["ALL"]}
 {{- end -}}
 {{- if has "etcd" .plugins }}etcd{{ else }}api{{ end -}}
 {{- end }}
+
+{{/* The built-in kinds drtool reads (backup) and writes (restore), each by name: `*` would also grant every
+subresource (nodes/proxy, pods/exec, pods/attach, pods/portforward, serviceaccounts/token, ...). The
+argument: the verbs to grant. The same rules as manifests/base/rbac-*.yaml (tests/test_manifests.py). */}}
+{{- define "drtool.builtinRules" -}}
+{{- $verbs := . | toJson -}}
+- apiGroups: [""]
+  resources:
+    - configmaps
+    - endpoints
+    - limitranges
+    - namespaces
+    - nodes
+    - persistentvolumeclaims
+    - persistentvolumes
+    - pods
+    - podtemplates
+    - replicationcontrollers
+    - resourcequotas
+    - secrets
+    - serviceaccounts
+    - services
+  verbs: {{ $verbs }}
+- apiGroups: ["admissionregistration.k8s.io"]
+  resources:
+    - mutatingadmissionpolicies
+    - mutatingadmissionpolicybindings
+    - mutatingwebhookconfigurations
+    - validatingadmissionpolicies
+    - validatingadmissionpolicybindings
+    - validatingwebhookconfigurations
+  verbs: {{ $verbs }}
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  verbs: {{ $verbs }}
+- apiGroups: ["apiregistration.k8s.io"]
+  resources: ["apiservices"]
+  verbs: {{ $verbs }}
+- apiGroups: ["apps"]
+  resources: ["daemonsets", "deployments", "replicasets", "statefulsets"]
+  verbs: {{ $verbs }}
+- apiGroups: ["autoscaling"]
+  resources: ["horizontalpodautoscalers"]
+  verbs: {{ $verbs }}
+- apiGroups: ["batch"]
+  resources: ["cronjobs", "jobs"]
+  verbs: {{ $verbs }}
+- apiGroups: ["certificates.k8s.io"]
+  resources: ["clustertrustbundles"]
+  verbs: {{ $verbs }}
+- apiGroups: ["discovery.k8s.io"]
+  resources: ["endpointslices"]
+  verbs: {{ $verbs }}
+- apiGroups: ["flowcontrol.apiserver.k8s.io"]
+  resources: ["flowschemas", "prioritylevelconfigurations"]
+  verbs: {{ $verbs }}
+- apiGroups: ["networking.k8s.io"]
+  resources: ["ingressclasses", "ingresses", "networkpolicies", "servicecidrs"]
+  verbs: {{ $verbs }}
+- apiGroups: ["node.k8s.io"]
+  resources: ["runtimeclasses"]
+  verbs: {{ $verbs }}
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: {{ $verbs }}
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["clusterrolebindings", "clusterroles", "rolebindings", "roles"]
+  verbs: {{ $verbs }}
+- apiGroups: ["resource.k8s.io"]
+  resources: ["deviceclasses", "devicetaintrules", "resourceclaims", "resourceclaimtemplates"]
+  verbs: {{ $verbs }}
+- apiGroups: ["scheduling.k8s.io"]
+  resources: ["priorityclasses"]
+  verbs: {{ $verbs }}
+- apiGroups: ["storage.k8s.io"]
+  resources: ["csidrivers", "storageclasses", "volumeattributesclasses"]
+  verbs: {{ $verbs }}
+- apiGroups: ["storagemigration.k8s.io"]
+  resources: ["storageversionmigrations"]
+  verbs: {{ $verbs }}
+{{- end }}
