@@ -38,6 +38,7 @@ LAYERS = (
             "drtool.progress": "progress reporting on a terminal, silent elsewhere",
             "drtool.memory": "byte budgets that bound what is held in memory",
             "drtool.files": "files on this machine that hold secrets (0600, `O_EXCL`)",
+            "drtool.secure_paths": "which files a plan's `*_file` settings may name: never drtool's own secrets",
             "drtool.yamlio": "reading YAML with bounded size and clear errors",
             "drtool.binaries": "finding the server binaries drtool runs (etcd, etcdutl, bao)",
             "drtool.durations": "durations as people write them (`90s`, `1h30m`) and back",

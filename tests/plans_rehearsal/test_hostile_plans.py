@@ -35,10 +35,10 @@ from drtool.plugin.manager import get_plugin
 from drtool.repo.repository import Repository
 from drtool.report.markdown import to_markdown
 from drtool.restore import run_restore
-from tests.plans_rehearsal import test_plan_runs
 from tests.fixtures.core import Cli, assert_clean_error
 from tests.fixtures.kube import KubeLab
 from tests.fixtures.manifests import helm_template, one, parse, render
+from tests.plans_rehearsal import test_plan_runs
 from tests.plans_rehearsal.test_plan_runs import files_step, restored, run_id_in, write_plan
 from tests.plans_rehearsal.test_platform_checks import backup_of
 from tests.plugins.test_hostile_restore import forge
