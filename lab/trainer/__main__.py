@@ -1,9 +1,10 @@
 """`python -m drtool_lab.trainer train|resume|reference`: the lab's training job, run as a process.
 
 kwok pods run no code, so the lab runs training as a plain process against its MinIO. The location is the
-JSON mapping in ``DRTOOL_CHECKPOINTS`` (``url: s3://BUCKET/PREFIX`` plus ``lab`` or ``endpoint_url``) and
-the run's folder in it ``DRTOOL_CHECKPOINTS_FOLDER``: what the ``training-resumes`` plan check sets
-(docs/plans.md). Reports are JSON files; losses are written with ``float.hex`` so that equal means equal.
+JSON mapping in ``DRTOOL_CHECKPOINTS`` (``url: s3://BUCKET/PREFIX`` plus ``endpoint_url`` and
+``credentials_file``) and the run's folder in it ``DRTOOL_CHECKPOINTS_FOLDER``: what the ``training-resumes``
+plan check sets (docs/plans.md). Reports are JSON files; losses are written with ``float.hex`` so that equal
+means equal.
 
 - ``train --until N --every K [--pause-in-save S]``: continue from the newest complete checkpoint (or
   step 0) to step N, saving every K steps. With ``--pause-in-save S`` the save of step S stops after its
@@ -37,7 +38,7 @@ PAUSE_AFTER_SHARD = 2
 def _location() -> tuple[checkpoint.Bucket, str]:
     raw = os.environ.get("DRTOOL_CHECKPOINTS")
     if not raw:
-        sys.exit("trainer: DRTOOL_CHECKPOINTS (a JSON location: url, lab or endpoint_url) is not set")
+        sys.exit("trainer: DRTOOL_CHECKPOINTS (a JSON location: url, endpoint_url, credentials_file) is not set")
     return checkpoint.Bucket(json.loads(raw)), os.environ.get("DRTOOL_CHECKPOINTS_FOLDER", "")
 
 
