@@ -64,7 +64,7 @@ class CheckpointsLab:
         minio = _minio(lab)
         minio.create_bucket(SOURCE_BUCKET)
         seed_bucket(minio.client(), SOURCE_BUCKET, "runs", scale)
-        training.torn_run(lab, {"url": f"s3://{SOURCE_BUCKET}/runs", "lab": lab.name})
+        training.torn_run(lab, {"url": f"s3://{SOURCE_BUCKET}/runs", **_location(minio)})
         return {"sources": [{"name": "training", "url": f"s3://{SOURCE_BUCKET}/runs", **_location(minio)}]}
 
     def target(self, lab: Lab) -> dict[str, Any]:

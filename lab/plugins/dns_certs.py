@@ -7,7 +7,7 @@ the status cert-manager reports (Ready, notBefore/notAfter, renewalTime, revisio
 be judged by cert-manager's own re-issuance rules without a cert-manager controller. One certificate
 expires in 10 days (renewal due in 5): it must be warned about, not re-issued. The zone is written
 through RFC 2136 updates, as ExternalDNS or an operator would, with records that point at the cluster's
-load balancer (the cut-over list) and records that do not. The objects are in ``lab_objects.yaml``.
+load balancer (the cut-over list) and records that do not. The objects are in ``dns_certs.yaml`` beside it.
 """
 
 from __future__ import annotations
@@ -89,8 +89,8 @@ def _parts(lab: Lab) -> tuple[KubeApiserver, Bind9Server]:
 
 
 def render(section: str, bind: Bind9Server) -> list[Obj] | str:
-    """One section of ``lab_objects.yaml`` with the lab's values filled in (YAML documents, or the zone text)."""
-    templates = yaml.safe_load(resources.files(__package__).joinpath("lab_objects.yaml").read_text())
+    """One section of ``dns_certs.yaml`` with the lab's values filled in (YAML documents, or the zone text)."""
+    templates = yaml.safe_load(resources.files(__package__).joinpath("dns_certs.yaml").read_text())
     text = string.Template(templates[section]).substitute(
         VALUES, dns_server=bind.address, dns_host="127.0.0.1", dns_port=bind.port
     )

@@ -1,11 +1,11 @@
 """`python -m drtool_lab.trainer train|resume|reference`: the lab's training job, run as a process.
 
 kwok pods run no code, so the lab runs training as a plain process against its MinIO (and, for the
-``training-resumes`` check's Job, the lab's node runs it from the pod: lab/node.py). The location
-is the JSON mapping in ``DRTOOL_CHECKPOINTS`` (``url: s3://BUCKET/PREFIX`` plus ``lab`` or
-``endpoint_url``, the keys in the usual ``AWS_*`` variables) and the run's folder in it
-``DRTOOL_CHECKPOINTS_FOLDER``: what the check's Job sets (docs/plans.md). Reports are JSON files (the
-check's Job names its termination log); losses are written with ``float.hex`` so that equal means equal.
+``training-resumes`` check's Job, the lab's node runs it from the pod: lab/node.py). The location is the JSON
+mapping in ``DRTOOL_CHECKPOINTS`` (``url: s3://BUCKET/PREFIX`` plus ``endpoint_url`` and ``credentials_file``,
+or the keys in the usual ``AWS_*`` variables) and the run's folder in it ``DRTOOL_CHECKPOINTS_FOLDER``: what the
+check's Job sets (docs/plans.md). Reports are JSON files (the check's Job names its termination log); losses
+are written with ``float.hex`` so that equal means equal.
 
 - ``train --until N --every K [--pause-in-save S]``: continue from the newest complete checkpoint (or
   step 0) to step N, saving every K steps. With ``--pause-in-save S`` the save of step S stops after its
@@ -40,7 +40,7 @@ PAUSE_AFTER_SHARD = 2
 def _location() -> tuple[checkpoint.Bucket, str]:
     raw = os.environ.get("DRTOOL_CHECKPOINTS")
     if not raw:
-        sys.exit("trainer: DRTOOL_CHECKPOINTS (a JSON location: url, lab or endpoint_url) is not set")
+        sys.exit("trainer: DRTOOL_CHECKPOINTS (a JSON location: url, endpoint_url, credentials_file) is not set")
     return checkpoint.Bucket(json.loads(raw)), os.environ.get("DRTOOL_CHECKPOINTS_FOLDER", "")
 
 

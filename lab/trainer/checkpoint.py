@@ -22,6 +22,7 @@ import numpy as np
 from drtool_lab.trainer.model import Config, State, rng_from_array, rng_to_array
 
 from drtool.errors import SourceError, UsageError
+from drtool.plugin.toolkit.s3 import file_credentials
 
 INDEX = "model.safetensors.index.json"
 SHARDS = ("params", "momentum", "trainer")
@@ -66,16 +67,13 @@ class Bucket:
 
 
 def _client(location: Mapping[str, Any]) -> Any:
-    if location.get("lab"):
-        from drtool_lab.lab import Lab
-
-        minio = Lab.load(str(location["lab"])).first("minio")
-        if minio is None:
-            raise UsageError(f"trainer: lab {location['lab']!r} runs no MinIO")
-        return minio.client()  # type: ignore[attr-defined]
+    """An S3 client for a checkpoints location as the plugin reads one: ``endpoint_url``, and the keys in the
+    file ``credentials_file`` names (a lab MinIO's), else boto3's own chain."""
     import boto3
 
-    return boto3.session.Session().client("s3", endpoint_url=location.get("endpoint_url") or None)
+    keys = location.get("credentials_file")
+    credentials = file_credentials(str(keys), None, "credentials_file") if keys else {}
+    return boto3.session.Session().client("s3", endpoint_url=location.get("endpoint_url") or None, **credentials)
 
 
 def save(bucket: Bucket, folder: str, state: State, config: Config, after_shard: Callable[[int], None]) -> str:

@@ -43,7 +43,7 @@ TYPOS: dict[str, tuple[tuple[str, str], tuple[str, str | None]]] = {
     "kubernetes": (("kubeconfg", "kubeconfig"), ("namespce_map", "namespace_map")),
     "kueue": (("kubeconfg", "kubeconfig"), ("alow_missing", "allow_missing")),
     "model-registry": (("artifact", "artifacts"), ("dryrun", "dry_run")),
-    "vault": (("token_fle", "token_file"), ("mod", "mode")),  # a *_file key would be judged as a path too
+    "vault": (("adress", "address"), ("mod", "mode")),  # a token key would be judged a secret or a path too
 }
 
 
@@ -84,9 +84,9 @@ def test_plan_validate_rejects_a_misspelled_option_key(tmp_path: Path, plugin: s
 
 
 def test_the_plan_level_target_block_is_checked_at_its_own_line(tmp_path: Path) -> None:
-    text = plan_text("vault", {}, {}, target={"vault": {"address": "https://v:8200", "token_fle": "/t"}})
+    text = plan_text("vault", {}, {}, target={"vault": {"adress": "https://v:8200"}})
     found = errors_of(tmp_path, text)
-    assert len(found) == 1 and "target key 'token_fle' is unknown; did you mean 'token_file'?" in found[0]
+    assert len(found) == 1 and "target key 'adress' is unknown; did you mean 'address'?" in found[0]
     assert re.search(r"plan\.yaml:\d+:", found[0])
 
 
@@ -111,10 +111,10 @@ def test_nested_settings_suggest_too() -> None:
 
 def test_plan_validate_cli_says_it_in_one_line(cli: Cli, tmp_path: Path) -> None:
     path = tmp_path / "plan.yaml"
-    path.write_text(plan_text("vault", {"token_fle": "/run/token"}, {"mod": "kv"}))
+    path.write_text(plan_text("vault", {"adress": "https://v:8200"}, {"mod": "kv"}))
     proc = cli("plan", "validate", str(path))
     assert_clean_error(proc, 2, "1 of 1 plan(s) invalid")
-    assert "target key 'token_fle' is unknown; did you mean 'token_file'?" in proc.stdout
+    assert "target key 'adress' is unknown; did you mean 'address'?" in proc.stdout
     assert "option key 'mod' is unknown; did you mean 'mode'?" in proc.stdout
 
 
