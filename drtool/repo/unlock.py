@@ -26,13 +26,15 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 
 from drtool.backends.backend import Backend
 from drtool.crypto import slots
 from drtool.crypto.credentials import Credentials, Expected, Opened
 from drtool.crypto.master import MANIFEST, MasterKey
 from drtool.crypto.owner import OwnerKey, fingerprint
-from drtool.errors import IntegrityError, StoreUnavailable
+from drtool.errors import IntegrityError, StoreUnavailable, WrongKey
 from drtool.repo import keyring, layout, trust
 from drtool.repo.pins import Pin, PinStore
 
@@ -62,13 +64,8 @@ def unlock(backend: Backend, store_id: str, config_bytes: bytes, credentials: Cr
         candidates = list(credentials.candidates(store_id, usable, first=pin.slot if pin else None))
         opened = _adopt(backend, store_id, config_bytes, credentials, usable, candidates, pin, warnings)
     else:
-        opened = _choose(backend, store_id, config_bytes, credentials, usable, decision, pin, warnings)
-        if decision.upgrade is not None and not _upgrade_authentic(opened, decision.upgrade):
-            # keyring/owner written without the key of the generation it names (planted): the store is judged
-            # as one without an owner key, once more, from its records
-            warnings.append(f"{keyring.UPGRADE} ignored: it does not authenticate under the store's key (planted?)")
-            decision = trust.decide(records)
-            opened = _choose(backend, store_id, config_bytes, credentials, usable, decision, pin, warnings)
+        choose = functools.partial(_choose, backend, store_id, config_bytes, credentials, usable, pin=pin)
+        opened, decision = _open_checking_upgrade(choose, records, decision, warnings)
     opened.decision = decision
     opened.trust.owner_key = decision.owner
     warnings += decision.ignored
@@ -85,6 +82,32 @@ def unlock(backend: Backend, store_id: str, config_bytes: bytes, credentials: Cr
         digest = keyring.config_digest(config_bytes)
         pins.put(Pin(store_id, opened.trust.generation, opened.key.key_check, digest, opened.slot.id, decision.owner))
     return opened
+
+
+def _open_checking_upgrade(
+    choose: Callable[..., Unlocked], records: list[keyring.Record], decision: trust.TrustDecision, warnings: list[str]
+) -> tuple[Unlocked, trust.TrustDecision]:
+    """Open with ``decision``; when it took its owner key from ``keyring/owner``, that record must authenticate
+    under the key of the generation it names. One that does not was written without that key (planted): it
+    is ignored and the store is judged without it, unless the key the credentials open that way shows the
+    record genuine after all (then ignoring it would let unsigned rotations back in: the first outcome stands)."""
+    upgrade = decision.upgrade
+    if upgrade is None:
+        return choose(decision=decision, warnings=warnings), decision
+    try:
+        opened: Unlocked | None = choose(decision=decision, warnings=warnings)
+    except (WrongKey, IntegrityError) as exc:
+        opened, failure = None, exc
+    if opened is not None and _upgrade_authentic(opened, upgrade):
+        return opened, decision
+    without = trust.decide(records)
+    fallback = choose(decision=without, warnings=warnings)
+    if _upgrade_authentic(fallback, upgrade):
+        if opened is None:
+            raise failure
+        return opened, decision
+    warnings.append(f"{keyring.UPGRADE} ignored: it does not authenticate under the store's key (planted?)")
+    return fallback, without
 
 
 def _check_config(pin: Pin | None, store_id: str, config_bytes: bytes) -> None:
@@ -170,6 +193,7 @@ def _choose(
     config_bytes: bytes,
     credentials: Credentials,
     usable: list[slots.KeySlot],
+    *,
     decision: trust.TrustDecision,
     pin: Pin | None,
     warnings: list[str],

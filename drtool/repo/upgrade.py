@@ -10,6 +10,7 @@ Whoever writes ``keyring/owner`` first is trusted (docs/threat-model.md): run th
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 
@@ -50,9 +51,11 @@ def give_owner_key(repo: Repository, passphrase: str) -> Upgraded:
     try:
         backend.put(keyring.UPGRADE, json.dumps(record, indent=1).encode(), exclusive=True)
     except ObjectExists:
+        with contextlib.suppress(StoreUnavailable):  # its owner key is not the store's: the slot must not stay
+            backend.delete(layout.key_slot(slot.id))
         raise IntegrityError(
-            f"{keyring.UPGRADE} appeared while this ran: another owner key was given first",
-            "see docs/threat-model.md (stores made before owner keys)",
+            f"{keyring.UPGRADE} exists, and it is not one this store's key wrote (opening ignored it: planted?)",
+            f"remove {keyring.UPGRADE} from the store, then run `drtool key owner-init` again",
         ) from None
     removed: str | None = None
     if opened_with.kind == "passphrase":  # recovery shares stay with their keepers

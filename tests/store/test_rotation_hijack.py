@@ -418,3 +418,29 @@ def test_a_store_made_before_owner_keys_gets_one_with_owner_init(cli: Cli, tmp_p
     after = json.loads(site.backup(env={"DRTOOL_KEYFILE": str(new_keyfile)}, check=True).stdout)["id"]
     shown = site.operator("show", after, "--json", env={"DRTOOL_PASSPHRASE": NEW_PASSPHRASE}, check=True)
     assert json.loads(shown.stdout)["key_generation"] == 1
+
+
+def test_a_keyring_owner_planted_without_the_key_is_ignored(cli: Cli, tmp_path: Path) -> None:
+    """A keyless writer puts a keyring/owner of its own into a store made before owner keys (self-signed,
+    but not MACed under the store's key): opening ignores it with one warning and the store works as before;
+    `owner-init` says what to remove."""
+    site = Site(cli, tmp_path)
+    shutil.rmtree(site.store)
+    secret = slots.read_keyfile(site.keyfile.read_text(), "cronjob.key").secret
+    repo = Repository.init(open_backend(str(site.store)), keyfile_secret=secret, pins=PinStore(None))
+    repo.add_slot(slots.passphrase_slot(repo.key, PASSPHRASE))
+    site.keyfile.write_text(slots.keyfile_text(secret, repo.key))
+    attacker = Ed25519PrivateKey.generate()
+    public = base64.b64encode(attacker.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)).decode()
+    planted = {"version": 1, "store_id": repo.config.store_id, "generation": 0, "created": "2026-12-01T00:00:00Z",
+               "key_check": repo.key.key_check, "owner": public, "config_sha256": "0" * 64}  # fmt: skip
+    planted["owner_sig"] = base64.b64encode(attacker.sign(_canonical(planted))).decode()
+    planted["mac"] = "0" * 64
+    (site.store / "keyring" / "owner").write_text(json.dumps(planted))
+    ran = site.backup()
+    assert ran.returncode == 0, ran.stderr
+    assert any("keyring/owner ignored" in w for w in warnings(ran.stderr)), ran.stderr
+    kept = site.slots_kept()
+    refused = site.operator("key", "owner-init", env={"DRTOOL_NEW_PASSPHRASE": PASSPHRASE})
+    assert refused.returncode == 4 and "remove keyring/owner" in refused.stderr, refused.stderr
+    assert site.slots_kept() == kept  # no slot left behind
