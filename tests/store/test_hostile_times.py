@@ -40,10 +40,10 @@ from drtool.repo.manifest import ChainLink, Manifest, utc_now
 from drtool.repo.repository import Repository
 from drtool.repo.writer import BackupSession
 from drtool.servers.etcd import EtcdServer
-from tests.store import test_hostile_store, test_immutability
 from tests.fixtures.core import PASSPHRASE
 from tests.fixtures.etcd import etcdctl_dump
 from tests.plugins.test_etcd_follow import InProcessFollower, put
+from tests.store import test_hostile_store, test_immutability
 from tests.store.test_hostile_store import Actors, Site, _keyfile_secret, environ, forge
 
 # the two sites (a local store; MinIO with Object Lock and the write-only backup user) and their actors
