@@ -108,7 +108,7 @@ class ArtifactWriter:
         self._spliced += count
         size = sum(length for _, length in refs)
         self._size += size
-        self._session.stats.add(bytes_reused=size)
+        self._session.stats.add(bytes_reused=size, chunks=count)  # referenced, as a written chunk is
         return True
 
     def close(self) -> ArtifactEntry:
