@@ -48,6 +48,8 @@ def seeded_cluster(lab: Lab, scale: int = 1) -> dict[str, Any]:
     done = json.loads(marker.read_text()).get("objects", -1) if marker.exists() else -1
     if done < objects:
         result = kube_seed.seed(server.access(), objects)
+        if lab.first("kueue") is not None:
+            kube_seed.wait_queue_verdicts(kube_seed.KubeClient(server.access()))
         marker.write_text(json.dumps({"objects": objects, "total": result.total}))
     return {"kubeconfig": str(server.readonly_kubeconfig)}
 

@@ -51,6 +51,7 @@ from drtool.servers import pki
 Obj = dict[str, Any]
 
 WORKERS = 8
+KUEUE_API = "kueue.x-k8s.io/v1beta2"  # the version the pinned Kueue serves and the seed writes
 SEED_LABEL = "drtool.dev/seed"  # on everything the seed generates (not on the upstream samples, kept as-is)
 
 
@@ -486,6 +487,24 @@ def wait_established(client: KubeClient, names: Iterable[str], timeout: float = 
             raise SourceError(f"CRDs not Established after {timeout:.0f}s: {', '.join(sorted(pending))}")
         if pending:
             time.sleep(0.2)
+
+
+def wait_queue_verdicts(client: KubeClient, timeout: float = 120.0) -> None:
+    """Wait until Kueue has given every ClusterQueue its ``Active`` verdict: a backup taken before then would
+    not record which queues the source itself holds inactive (its restore's verify compares with that)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        queues = client.get(f"/apis/{KUEUE_API}/clusterqueues").get("items") or []
+        waiting = [
+            q["metadata"]["name"]
+            for q in queues
+            if not any(c.get("type") == "Active" for c in (q.get("status") or {}).get("conditions") or [])
+        ]
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            raise SourceError(f"Kueue gave no verdict on ClusterQueues after {timeout:.0f}s: {', '.join(waiting)}")
+        time.sleep(0.2)
 
 
 def install_crds(client: KubeClient, modules: Iterable[str]) -> list[str]:

@@ -10,6 +10,7 @@ has no ``Active`` condition at all, which the check says instead of guessing.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,6 +29,7 @@ from .quotas import View
 from .restore import Options, check_references
 
 MAX_LISTED = 5
+SETTLE_POLL = 0.5  # seconds between reads of Kueue's verdicts while they settle
 
 
 def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
@@ -54,8 +56,18 @@ def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[
     allowed = set(opts.allow_missing)
     checks.append(_guard("references", lambda: references_resolve(bundle, client, here, allowed)))
     was = dict(ctx.plugin_meta.get("inactive_in_source") or {})
-    checks.append(queues_active(bundle, live.get(CLUSTER_QUEUES, []), was))
+    checks.append(_guard("ClusterQueues Active", lambda: settled_queues(bundle, client, here, was, until)))
     return checks
+
+
+def settled_queues(bundle: Bundle, client: KubeClient, here: Served, was: Mapping[str, str], until: float) -> Check:
+    """Kueue's verdicts, re-read until the settle deadline while one is new: a just-restored ClusterQueue is
+    briefly Inactive while Kueue has not yet seen the AdmissionCheck or flavor it names."""
+    while True:
+        check = queues_active(bundle, live_objects(client, here).get(CLUSTER_QUEUES, []), was)
+        if check.ok or time.monotonic() >= until:
+            return check
+        time.sleep(SETTLE_POLL)
 
 
 def _compared(bundle: Bundle) -> list[ResourceType]:
