@@ -2,7 +2,8 @@
 
 The ``kubernetes`` package does the reading — certificates inline or in files, tokens, exec and OIDC
 plugins, contexts — and this module turns its ``Configuration`` into an ``ssl.SSLContext`` (built once,
-so connections do not re-read PEM files) and a proxy URL.
+so connections do not re-read PEM files) and a proxy URL. The package is imported when a kubeconfig is
+first read, not with this module: it costs about half a second, which every CLI call would otherwise pay.
 """
 
 from __future__ import annotations
@@ -10,18 +11,22 @@ from __future__ import annotations
 import os
 import ssl
 import urllib.request
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 
 from drtool.errors import UsageError
 
 from .settings import Connection
 
+if TYPE_CHECKING:
+    from kubernetes import client as k8s_client
+
 
 def load_configuration(conn: Connection) -> k8s_client.Configuration:
     """A kubeconfig (explicit, $KUBECONFIG or ~/.kube/config), else the in-cluster service account."""
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+
     cfg = k8s_client.Configuration()
     path = conn.kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
     first = path.split(os.pathsep)[0] if path else ""

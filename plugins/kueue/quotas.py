@@ -14,8 +14,6 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity
-
 from .kinds import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES
 from .refs import object_key
 
@@ -79,6 +77,8 @@ def quantity(value: Any) -> Decimal | None:
     """A Kubernetes quantity as a number (None: unset); an unparsable one compares as its text."""
     if value is None:
         return None
+    from kubernetes.utils.quantity import parse_quantity  # imported late: see drtool.kube.kubeconfig
+
     try:
         return parse_quantity(value)
     except ValueError:
