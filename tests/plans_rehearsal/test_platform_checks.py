@@ -25,8 +25,8 @@ from drtool_lab.components.kube_apiserver import KubeApiserver
 from drtool_lab.components.kwok import node_pools
 from drtool_lab.components.minio import MinioServer
 from drtool_lab.lab import LIVING_KINDS, Lab
-from drtool_lab.rehearsal.target import seed_sources
 from drtool_lab.support import lab_support
+from drtool_lab.targets import seed_sources
 from kubernetes import client, config
 
 from drtool.backends.local import LocalBackend

@@ -14,12 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 from drtool_lab.lab import Lab
-from drtool_lab.rehearsal import netns
-from drtool_lab.rehearsal.agreement import bug_pairs
-from drtool_lab.rehearsal.guard import NetworkGuard, Refusal
-from drtool_lab.rehearsal.isolation import isolate
-from drtool_lab.rehearsal.rehearse import RehearsalOptions, rehearse
-from drtool_lab.rehearsal.target import lab_plugins, seed_sources
+from drtool_lab.targets import LabSource, lab_plugins, seed_sources
 
 from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
@@ -28,6 +23,11 @@ from drtool.catalog.runs import RunLog
 from drtool.errors import UsageError
 from drtool.independence.domain import FailureDomain
 from drtool.plans.loader import load_plan
+from drtool.rehearsal import netns
+from drtool.rehearsal.agreement import bug_pairs
+from drtool.rehearsal.guard import NetworkGuard, Refusal
+from drtool.rehearsal.isolation import isolate
+from drtool.rehearsal.rehearse import RehearsalOptions, rehearse
 from drtool.repo.repository import Repository
 from drtool.servers.process import alive
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error, count_manifest_reads
@@ -200,7 +200,8 @@ def test_bug_pairs_are_what_the_guard_caught_and_the_analysis_did_not_report() -
 
 def test_full_cluster_rebuild_into_a_fresh_lab_with_the_source_stopped(source: Source, tmp_path: Path) -> None:
     catalog = Catalog(str(tmp_path / "catalog.db"))
-    options = RehearsalOptions(source_lab=source.lab, keep=True, out_dir=tmp_path / "reports", labs_root=tmp_path)
+    stopped = LabSource(source.lab)
+    options = RehearsalOptions(source=stopped, keep=True, out_dir=tmp_path / "reports", labs_root=tmp_path)
     result = rehearse(load_plan(PLANS / "full-cluster-rebuild.yaml"), source.repo, options, catalog=catalog)
     target = Lab.load(next(n for n in Lab.names(tmp_path) if n.startswith("rehearsal-")), tmp_path)
     try:
@@ -240,7 +241,7 @@ def test_full_cluster_rebuild_into_a_fresh_lab_with_the_source_stopped(source: S
         drills = RunLog(catalog).drills()
         assert [(d.plan_name, d.ok, d.independence) for d in drills] == [("full-cluster-rebuild", True, "fail")]
     finally:
-        from drtool_lab.rehearsal.target import stop_restored_servers
+        from drtool.rehearsal.target import stop_restored_servers
 
         stop_restored_servers(target.root)
         target.down()
@@ -326,7 +327,7 @@ def test_the_guard_catches_a_step_that_reaches_back_into_the_source(source: Sour
         f"    target: {{compare_with: {{endpoints: '{endpoints}'}}}}\n"
     )
     catalog = Catalog(str(tmp_path / "catalog.db"))
-    options = RehearsalOptions(source_lab=source.lab, out_dir=tmp_path / "reports", labs_root=tmp_path)
+    options = RehearsalOptions(source=LabSource(source.lab), out_dir=tmp_path / "reports", labs_root=tmp_path)
     result = rehearse(load_plan(plan), source.repo, options, catalog=catalog)
     step = result.report["run"]["steps"][0]
     assert not result.ok and step["status"] == "refused"
