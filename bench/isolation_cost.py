@@ -1,4 +1,4 @@
-"""What confining a rehearsal's restore children costs (drtool_lab.rehearsal.confine), per rehearsal and per child.
+"""What confining a rehearsal's restore children costs (drtool.rehearsal.confine), per rehearsal and per child.
 
     python bench/isolation_cost.py [--runs 20]
 
@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 
-from drtool_lab.rehearsal import confine, netns
+from drtool.rehearsal import confine, netns
 
 BATCH = 10  # children started per entry, one way after another
 CHILDREN = {"/bin/true": ["/bin/true"], "python -c pass": [sys.executable, "-c", "pass"]}

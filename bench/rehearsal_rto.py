@@ -31,13 +31,13 @@ from typing import Any
 from drtool_lab.cluster import OBJECTS_PER_SCALE
 from drtool_lab.components.kube_apiserver import KubeApiserver
 from drtool_lab.lab import LIVING_KINDS, Lab
-from drtool_lab.rehearsal.rehearse import RehearsalOptions, rehearse
-from drtool_lab.rehearsal.target import lab_plugins, seed_sources
+from drtool_lab.targets import LabSource, lab_plugins, seed_sources
 from machine import REPO, machine_facts
 
 from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
 from drtool.plans.loader import load_plan
+from drtool.rehearsal.rehearse import RehearsalOptions, rehearse
 from drtool.repo.repository import Repository
 
 RESULTS_DIR = REPO / "bench" / "results"
@@ -70,7 +70,7 @@ def one_size(objects: int, plugins: list[str], work: Path) -> dict[str, Any]:
         assert isinstance(server, KubeApiserver)
         options = RehearsalOptions(
             target=str(server.admin_kubeconfig),
-            source_lab=source,
+            source=LabSource(source),
             source_stays_down=True,
             out_dir=work / "reports",
             isolation="in-process",  # the target runs outside any namespace: its webhooks must stay reachable

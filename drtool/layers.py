@@ -105,6 +105,14 @@ LAYERS = (
         },
     ),
     Layer(
+        "rehearsal",
+        {
+            "drtool.rehearsal": "rehearsals: a plan restored into a fresh target with the source unreachable (network "
+            "namespace, guard, relays, confinement), RTO to service and RPO measured; the target-provider interface "
+            "(`drtool.rehearsal_targets` group) a fresh target comes from",
+        },
+    ),
+    Layer(
         "application",
         {
             "drtool.config": "the config file, the environment and the credentials a command runs with",
@@ -117,8 +125,9 @@ LAYERS = (
         "the lab, outside the product",
         {
             "drtool_lab": "real servers for the demo, rehearsals and tests, built from pinned upstream modules; "
-            "each plugin's lab support (`lab/plugins/`, the `drtool.lab` group); the demo, rehearsals and the `lab`, "
-            "`demo` and `rehearse` commands (the `drtool.commands` group). Not in the container image",
+            "each plugin's lab support (`lab/plugins/`, the `drtool.lab` group); the fresh-lab rehearsal target "
+            "(`lab/targets.py`, the `drtool.rehearsal_targets` group); the demo and the `lab` and `demo` commands "
+            "(the `drtool.commands` group). Not in the container image",
         },
     ),
 )

@@ -31,8 +31,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from drtool_plugins.checkpoints.resume_check import CHECK_LABEL
+
 from drtool.kube.client import ApiError, KubeClient
-from drtool.plans.platform.training_resumes import CHECK_LABEL
 
 SELECTOR = CHECK_LABEL  # the pods this node runs: those of drtool's plan checks
 MESSAGE_LIMIT = 4096  # what a kubelet keeps of a termination message

@@ -19,6 +19,7 @@ from drtool.cli import (
     key_cmds,
     plan_cmds,
     prune_cmd,
+    rehearse_cmd,
     repair_cmd,
     runs_cmds,
     schedule_cmds,
@@ -110,13 +111,14 @@ prune_cmd.register(app)
 app.add_typer(repair_cmd.app, name="repair")
 app.add_typer(plan_cmds.app, name="plan")
 app.add_typer(runs_cmds.app, name="runs")
+app.command()(rehearse_cmd.rehearse)
 drill_cmds.register(app)
 follow_cmds.register(app)
 
 
 def _added_commands(app: typer.Typer) -> None:
     """Commands other installed packages add, through the ``drtool.commands`` entry-point group: the lab's
-    ``lab``, ``demo`` and ``rehearse``. An entry whose package is not installed is skipped: the container image
+    ``lab`` and ``demo``. An entry whose package is not installed is skipped: the container image
     is built without the lab, so its drtool has none of them."""
     for ep in entry_points(group=COMMANDS):
         if find_spec(ep.module.partition(".")[0]) is not None:

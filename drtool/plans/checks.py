@@ -1,11 +1,12 @@
 """A plan's own post-restore checks, run after every step: did the platform come back?
 
 They read the restored system through its own API, like the plugins' verify, but say what the operator
-cares about ("the a100 flavor exists", "the model server answers"). Three are readings (kube-object, http,
-tcp); the platform checks (drtool/plans/platform/) wait for the restored platform's own controllers to act
-on what was restored: Kueue admitting work, Deployments becoming Available, cert-manager not re-issuing,
-the garbage collector leaving restored objects alone, a training run resuming at the right step. All run
-at once (they mostly wait), each timed on the run's clock so a report can say when service was back.
+cares about ("the a100 flavor exists", "the model server answers"). Three are drtool's own readings
+(kube-object, http, tcp); every other type is contributed by a plugin (drtool.plugin.checks): the platform
+checks, which wait for the restored platform's own controllers to act on what was restored (Kueue admitting
+work, Deployments becoming Available, cert-manager not re-issuing, the garbage collector leaving restored
+objects alone, a training run resuming at the right step), come from the built-in plugins so. All run at
+once (they mostly wait), each timed on the run's clock so a report can say when service was back.
 """
 
 from __future__ import annotations
@@ -21,21 +22,8 @@ import requests
 from pydantic import ValidationError
 
 from drtool.errors import DrtoolError, UsageError
-from drtool.plans.platform import gc_stable, kueue_admits, no_reissue, training_resumes, workloads_ready
 from drtool.plans.platform.context import CheckContext, TimedCheck, Watch, cluster_plugins
-from drtool.plans.schema import (
-    ContributedCheck,
-    GcStableCheck,
-    HttpCheck,
-    KubeObjectCheck,
-    KueueAdmitsCheck,
-    NoReissueCheck,
-    Plan,
-    PlanCheck,
-    TcpCheck,
-    TrainingResumesCheck,
-    WorkloadsReadyCheck,
-)
+from drtool.plans.schema import ContributedCheck, HttpCheck, KubeObjectCheck, Plan, PlanCheck, TcpCheck
 from drtool.plans.steps import why_not_run
 from drtool.plugin.checks import Verdict, contributed
 from drtool.plugin.manager import load_plugins
@@ -65,8 +53,9 @@ def run_checks(
 
 
 def skipped_because(check: PlanCheck, context: CheckContext) -> str | None:
-    """Why a check about one step's restore does not run: that optional step did not run (not in the backup)."""
-    step_id = check.step if isinstance(check, TrainingResumesCheck) else None
+    """Why a check about one step's restore (its ``step`` key) does not run: that optional step did not run
+    (not in the backup)."""
+    step_id = check.step if isinstance(check, ContributedCheck) else None
     if step_id is None or context.manifest is None:
         return None
     step = context.plan.step(step_id)
@@ -110,7 +99,7 @@ def _kube_object(check: KubeObjectCheck, context: CheckContext, _watch: Watch) -
 
     kube = context.cluster()
     if not kube.get("kubeconfig"):
-        return Verdict(False, "no kubeconfig: the plan's target has no `kubernetes.kubeconfig`")
+        return Verdict(False, "no kubeconfig: no target of the plan names the restored cluster (`kubeconfig`)")
     client = dynamic.DynamicClient(
         config.new_client_from_config(config_file=str(kube["kubeconfig"]), context=kube.get("context"))
     )
@@ -155,17 +144,12 @@ RUNNERS: dict[type, Runner] = {
     TcpCheck: _tcp,
     HttpCheck: _http,
     KubeObjectCheck: _kube_object,
-    KueueAdmitsCheck: kueue_admits.run,
-    WorkloadsReadyCheck: workloads_ready.run,
-    NoReissueCheck: no_reissue.run,
-    GcStableCheck: gc_stable.run,
-    TrainingResumesCheck: training_resumes.run,
 }
 
 
 def reads_cluster(check: PlanCheck, plugins: Mapping[str, Any]) -> bool:
-    """Whether ``check`` reads the restored cluster: every built-in type but http and tcp, and a contributed
-    type that says so."""
+    """Whether ``check`` reads the restored cluster: kube-object, and a contributed type that says so (every
+    platform check)."""
     if isinstance(check, ContributedCheck):
         contribution = contributed(plugins).get(check.type)
         return contribution is not None and contribution.reads_cluster

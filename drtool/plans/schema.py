@@ -29,7 +29,7 @@ from pydantic import (
     model_validator,
 )
 
-from drtool.durations import Duration, format_duration
+from drtool.durations import Duration
 from drtool.environ import is_secret_name
 
 _STEP_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -217,111 +217,10 @@ class TcpCheck(_Strict):
         return f"{self.address} accepts connections"
 
 
-# --- platform checks (drtool/plans/platform/, docs/plans.md "Platform checks"): recovery judged by what the
-# restored platform does, each waiting for its controllers up to ``timeout``
-
-NamespaceList = Annotated[list[str], BeforeValidator(lambda v: v if v is not None else [])]
-
-
-class KueueAdmitsCheck(_Strict):
-    """A small suspended Job submitted to a restored LocalQueue is admitted onto ``flavor`` (and runs)."""
-
-    type: Literal["kueue-admits"]
-    id: str
-    namespace: str
-    queue: str  # the LocalQueue
-    flavor: str | None = None  # the ResourceFlavor expected for ``resource``; None: any
-    resource: str = "nvidia.com/gpu"  # whose flavor assignment is compared
-    requests: dict[str, str] = Field(default_factory=lambda: {"cpu": "100m", "memory": "64Mi", "nvidia.com/gpu": "1"})
-    running: bool = True  # also wait for the probe's pod to run on a node: the first queued workload served
-    timeout: Duration = dt.timedelta(minutes=2)
-
-    def summary(self) -> str:
-        onto = f" onto flavor {self.flavor}" if self.flavor else ""
-        runs = " and its pod runs" if self.running else ""
-        return f"a probe Job on LocalQueue {self.namespace}/{self.queue} is admitted by Kueue{onto}{runs}"
-
-
-class WorkloadsReadyCheck(_Strict):
-    """Restored Deployments and StatefulSets are Available, with their pods Running on Ready nodes."""
-
-    type: Literal["workloads-ready"]
-    id: str
-    namespaces: NamespaceList = Field(default_factory=list)  # empty: every namespace
-    restored_only: bool = Field(default=True, alias="restored-only")  # only objects drtool's restore wrote
-    timeout: Duration = dt.timedelta(minutes=5)
-
-    def summary(self) -> str:
-        where = f" in {', '.join(self.namespaces)}" if self.namespaces else ""
-        which = "restored " if self.restored_only else ""
-        return f"{which}Deployments and StatefulSets{where} serve, their pods Running on Ready nodes"
-
-
-class NoReissueCheck(_Strict):
-    """Certificates are Ready and cert-manager re-issues none of them after the restore."""
-
-    type: Literal["no-reissue"]
-    id: str
-    namespaces: NamespaceList = Field(default_factory=list)
-    window: Duration = dt.timedelta(seconds=30)  # watched for new CertificateRequests after the restore
-    timeout: Duration = dt.timedelta(minutes=2)  # for every Certificate to be Ready
-
-    def summary(self) -> str:
-        return f"Certificates Ready, none re-issued by cert-manager within {format_duration(self.window)}"
-
-
-class GcStableCheck(_Strict):
-    """The garbage collector has run for ``window`` and every restored object (and its dependents) is there."""
-
-    type: Literal["gc-stable"]
-    id: str
-    namespaces: NamespaceList = Field(default_factory=list)
-    window: Duration = dt.timedelta(seconds=30)  # after the collector proved it runs by collecting a probe
-    timeout: Duration = dt.timedelta(minutes=1)  # for that probe to be collected
-
-    def summary(self) -> str:
-        return f"restored objects and their dependents survive {format_duration(self.window)} of garbage collection"
-
-
-class TrainerJob(_Strict):
-    """The team's trainer, as data the restored cluster runs: one Job, never a program on drtool's machine."""
-
-    image: str = Field(min_length=1)
-    command: list[str] = Field(default_factory=list)  # the container's command (default: the image's entrypoint)
-    args: list[str] = Field(default_factory=list)  # before the protocol's own (docs/plans.md)
-    namespace: str = "default"
-    service_account: str | None = None  # the pod's identity (e.g. workload identity to the checkpoint store)
-    env_from_secret: str | None = None  # a Secret in `namespace` with what the trainer needs to read them
-
-
-class TrainingResumesCheck(_Strict):
-    """A restored training run resumes from its last complete checkpoint, bit for bit (docs/plans.md)."""
-
-    type: Literal["training-resumes"]
-    id: str
-    step: str  # the plan step that restored the checkpoints: its target holds them, its backup knows them
-    folder: str = Field(min_length=1)  # the run's folder in that target (holding step-N checkpoints)
-    trainer: TrainerJob  # run as a Job in the restored cluster (drtool.plans.platform.training_resumes)
-    steps: int = Field(default=5, ge=1, le=10_000)  # steps the resumed run trains, compared with a reference
-    timeout: Duration = dt.timedelta(minutes=5)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_local_program(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and "command" in data:
-            raise ValueError(
-                "`command` would name a program to run on the restoring machine: the check runs the trainer as a "
-                "Job in the restored cluster (`trainer: {image: ..., command: [...], args: [...]}`, docs/plans.md)"
-            )
-        return data
-
-    def summary(self) -> str:
-        return f"training in {self.folder} (restored by step {self.step}) resumes from its last complete checkpoint"
-
-
 class ContributedCheck(BaseModel):
-    """A check of a type a plugin contributes (drtool.plugin.checks): its keys are checked by `plan validate`
-    against the contribution's model, since the schema cannot know what the installed plugins add."""
+    """A check of a type a plugin contributes (drtool.plugin.checks; the platform checks, docs/plans.md, come
+    from the built-in plugins so): its keys are checked by `plan validate` against the contribution's model,
+    since the schema cannot know what the installed plugins add."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
@@ -335,9 +234,14 @@ class ContributedCheck(BaseModel):
         """The entry as written, for the contribution's own model."""
         return self.model_dump()
 
+    @property
+    def step(self) -> str | None:
+        """The plan step the check is about (its ``step`` key, drtool.plugin.checks), or None."""
+        step = (self.model_extra or {}).get("step")
+        return step if isinstance(step, str) else None
 
-PLATFORM_CHECKS = (KueueAdmitsCheck, WorkloadsReadyCheck, NoReissueCheck, GcStableCheck, TrainingResumesCheck)
-_BUILT_IN_CHECKS = (KubeObjectCheck, HttpCheck, TcpCheck, *PLATFORM_CHECKS)
+
+_BUILT_IN_CHECKS = (KubeObjectCheck, HttpCheck, TcpCheck)
 BUILT_IN_CHECK_TYPES = tuple(typing.get_args(c.model_fields["type"].annotation)[0] for c in _BUILT_IN_CHECKS)
 CONTRIBUTED = "contributed"  # the union's tag of a check type no built-in model has
 
@@ -351,11 +255,6 @@ PlanCheck = Annotated[
     Annotated[KubeObjectCheck, Tag("kube-object")]
     | Annotated[HttpCheck, Tag("http")]
     | Annotated[TcpCheck, Tag("tcp")]
-    | Annotated[KueueAdmitsCheck, Tag("kueue-admits")]
-    | Annotated[WorkloadsReadyCheck, Tag("workloads-ready")]
-    | Annotated[NoReissueCheck, Tag("no-reissue")]
-    | Annotated[GcStableCheck, Tag("gc-stable")]
-    | Annotated[TrainingResumesCheck, Tag("training-resumes")]
     | Annotated[ContributedCheck, Tag(CONTRIBUTED)],
     Discriminator(_check_tag),
 ]
@@ -431,7 +330,7 @@ class Plan(_Strict):
     def _checks_name_their_steps(self) -> Plan:
         ids = {s.id for s in self.steps}
         for check in self.checks:
-            if isinstance(check, TrainingResumesCheck) and check.step not in ids:
+            if isinstance(check, ContributedCheck) and check.step is not None and check.step not in ids:
                 raise ValueError(f"check {check.id!r} names step {check.step!r}, which the plan does not have")
         return self
 

@@ -60,7 +60,7 @@ Report = Callable[[str, "int | None", str], None]  # (host, port, why): a connec
 
 
 class StepGuard(Protocol):
-    """A network guard a step's process installs (pickled into it; e.g. drtool_lab.rehearsal.guard)."""
+    """A network guard a step's process installs (pickled into it; e.g. drtool.rehearsal.guard)."""
 
     def active(self, step_id: str, report: Report) -> contextlib.AbstractContextManager[None]: ...
 

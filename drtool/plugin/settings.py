@@ -132,7 +132,8 @@ def _problem(model: type[BaseModel], kind: Kind, err: Any, loc: tuple[str | int,
         close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known) or 'none'}"
         return KeyProblem(loc, f"{kind} key {_where(loc)!r} is unknown; {hint}")
-    return KeyProblem(loc, f"{kind} key {_where(loc)!r}: {err['msg'].removeprefix('Value error, ')}")
+    message = err["msg"].removeprefix("Value error, ")
+    return KeyProblem(loc, f"{kind} key {_where(loc)!r}: {message}" if loc else message)  # no loc: the whole entry
 
 
 def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> set[str]:

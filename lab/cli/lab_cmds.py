@@ -100,7 +100,7 @@ def seed(
     if objects is not None:
         _seed_kube_objects(lab, objects, workers)
         return
-    from drtool_lab.rehearsal.target import lab_plugins, seed_sources
+    from drtool_lab.targets import lab_plugins, seed_sources
 
     plugins = lab_plugins(plugin)
     sources = seed_sources(lab, plugins, scale, echo=lambda line: console.print(line, highlight=False))

@@ -32,9 +32,8 @@ from drtool_lab.demo.followup import FollowUp, follow_up, inside
 from drtool_lab.doctor import with_requirements
 from drtool_lab.lab import Lab
 from drtool_lab.obtain import obtain
-from drtool_lab.rehearsal.rehearse import Rehearsal, RehearsalOptions, rehearse
-from drtool_lab.rehearsal.target import lab_plugins, seed_sources, stop_restored_servers
 from drtool_lab.support import lab_support
+from drtool_lab.targets import LabSource, lab_plugins, seed_sources
 
 import drtool
 from drtool.backends.local import LocalBackend
@@ -44,6 +43,8 @@ from drtool.errors import SourceError, UsageError
 from drtool.plans.loader import load_plan
 from drtool.plugin.contract import Plugin
 from drtool.progress import NullProgress, Stages
+from drtool.rehearsal.rehearse import Rehearsal, RehearsalOptions, rehearse
+from drtool.rehearsal.target import stop_restored_servers
 from drtool.repo.repository import Repository
 from drtool.report.loop import write_loop_report
 
@@ -177,7 +178,7 @@ class _Story:
             if failed:
                 out.append(f"failed: {', '.join(failed)}")
         options = RehearsalOptions(
-            source_lab=source,
+            source=LabSource(source),
             source_stays_down=True,
             out_dir=workdir / "reports",
             labs_root=workdir / "labs",

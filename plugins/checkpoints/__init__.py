@@ -15,6 +15,9 @@ explains each.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from drtool.plugin.checks import PlatformCheck
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
@@ -36,3 +39,9 @@ class CheckpointsPlugin(BasePlugin):
     verify = staticmethod(_restore.run_verify)
     dependencies = staticmethod(_restore.dependencies)
     merge_shards = staticmethod(_shards.merge)
+
+    def platform_checks(self) -> Sequence[PlatformCheck]:
+        """``training-resumes``: a restored run resumes from its last complete checkpoint, bit for bit."""
+        from . import resume_check
+
+        return (resume_check.CHECK,)

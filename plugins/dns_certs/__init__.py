@@ -20,6 +20,9 @@ Source: ``kubeconfig``, ``context``, ``kubernetes`` (true), ``dns_server`` (host
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from drtool.plugin.checks import PlatformCheck
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
@@ -42,3 +45,9 @@ class DnsCertsPlugin(BasePlugin):
     restore = staticmethod(_restore.run_restore)
     verify = staticmethod(_verify.run_verify)
     dependencies = staticmethod(_deps.dependencies)
+
+    def platform_checks(self) -> Sequence[PlatformCheck]:
+        """``no-reissue``: restored Certificates are Ready and cert-manager issues none of them again."""
+        from . import reissue_check
+
+        return (reissue_check.CHECK,)

@@ -16,8 +16,11 @@ the skip list and the restore order and their reasons.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from drtool.kube import references as _references
 from drtool.kube.restore import restore_objects
+from drtool.plugin.checks import PlatformCheck
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
@@ -39,3 +42,10 @@ class KubernetesPlugin(BasePlugin):
     restore = staticmethod(restore_objects)
     verify = staticmethod(_verify.run_verify)
     dependencies = staticmethod(_references.dependencies)
+
+    def platform_checks(self) -> Sequence[PlatformCheck]:
+        """``workloads-ready`` (restored Deployments and StatefulSets serve) and ``gc-stable`` (the garbage
+        collector deletes nothing restored): the restored cluster's own controllers judge the restore."""
+        from . import gc_check, workloads_check
+
+        return (workloads_check.CHECK, gc_check.CHECK)

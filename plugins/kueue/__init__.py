@@ -14,6 +14,9 @@ reference kinds), ``install_crds`` (true), ``existing`` (update|skip|fail), ``dr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from drtool.plugin.checks import PlatformCheck
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
@@ -38,3 +41,9 @@ class KueuePlugin(BasePlugin):
     verify = staticmethod(_verify.run_verify)
     dependencies = staticmethod(_deps.dependencies)
     diff = staticmethod(_diff.diff)
+
+    def platform_checks(self) -> Sequence[PlatformCheck]:
+        """``kueue-admits``: the restored queues admit a probe Job onto the expected flavor (Kueue decides)."""
+        from . import admits_check
+
+        return (admits_check.CHECK,)

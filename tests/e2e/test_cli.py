@@ -192,3 +192,23 @@ def test_no_plaintext_secret_anywhere_after_backup(cli: Cli, files_setup: tuple[
     for path in everything:
         data = path.read_bytes()
         assert marker not in data and cli.env["DRTOOL_PASSPHRASE"].encode() not in data, path
+
+
+def test_rehearse_without_a_target_provider_says_so_in_one_line(
+    cli: Cli, files_setup: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """`rehearse` is the product's: in an install without the lab (the container image's; here the lab's package
+    made unimportable) it is still a command, and a rehearsal into the default `lab` target says in one line that
+    no provider is installed. A target no provider answers says the same, naming the installed ones."""
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("name: pki-only\nsteps:\n  - id: pki\n    uses: files\n")
+    no_lab = tmp_path / "no-lab"
+    no_lab.mkdir()
+    (no_lab / "sitecustomize.py").write_text("import sys\nsys.modules['drtool_lab'] = None\n")
+    without = {"PYTHONPATH": str(no_lab)}
+    assert "No such command" in cli("demo", "--help", env=without).stderr  # the lab's commands are gone
+    proc = cli("rehearse", "--plan", str(plan), env=without)
+    assert_clean_error(proc, 2, "no rehearsal target provider 'lab' is installed (the lab is not)", "kubeconfig")
+    assert not (tmp_path / "home" / "drtool-reports").exists()
+    named = cli("rehearse", "--plan", str(plan), "--target", "nosuch")
+    assert_clean_error(named, 2, "no rehearsal target provider 'nosuch' is installed", "or one of: lab")

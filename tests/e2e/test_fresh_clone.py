@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from drtool_lab.rehearsal.target import lab_plugins
+from drtool_lab.targets import lab_plugins
 
 from drtool.servers.process import alive
 

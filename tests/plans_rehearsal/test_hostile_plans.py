@@ -31,7 +31,8 @@ from drtool.plans.loader import LoadedPlan, load_plan, read_values
 from drtool.plans.notify import webhook_for
 from drtool.plans.results import RunResult, StepResult
 from drtool.plans.schema import Plan
-from drtool.plugin.manager import get_plugin
+from drtool.plans.validate import check_file
+from drtool.plugin.manager import get_plugin, load_plugins
 from drtool.repo.repository import Repository
 from drtool.report.markdown import to_markdown
 from drtool.restore import run_restore
@@ -336,11 +337,13 @@ def test_a_token_file_never_names_drtools_secrets_or_a_file_outside_the_allowed_
 
 def test_the_training_check_names_no_program_for_the_restoring_machine(tmp_path: Path) -> None:
     """Before: ``command`` was run on drtool's machine, with drtool's whole environment (a plan wrote the
-    passphrase, AWS_SECRET_ACCESS_KEY and `uid=0` to a file)."""
+    passphrase, AWS_SECRET_ACCESS_KEY and `uid=0` to a file). The check is the checkpoints plugin's: its model refuses
+    it when the plan is validated, which every run does first."""
     check = "{type: training-resumes, id: t, step: ckpt, folder: mlp, command: [sh, -c, 'env > /tmp/loot']}"
-    loaded = load_plan(write(tmp_path, f"name: t\nsteps: [{{id: ckpt, uses: checkpoints}}]\nchecks:\n  - {check}\n"))
+    body = f"name: t\nsteps: [{{id: ckpt, uses: checkpoints}}]\nchecks:\n  - {check}\n"
+    loaded = check_file(write(tmp_path, body), load_plugins())
     assert errors(loaded) == [
-        "4: checks[0]: `command` would name a program to run on the restoring machine: the check runs the trainer "
+        "4: checks[0] (t): `command` would name a program to run on the restoring machine: the check runs the trainer "
         "as a Job in the restored cluster (`trainer: {image: ..., command: [...], args: [...]}`, docs/plans.md) ()"
     ]
 

@@ -22,12 +22,12 @@ import dns.query
 import dns.rcode
 import dns.rdatatype
 import pytest
-from drtool_lab.rehearsal import netns
-from drtool_lab.rehearsal.guard import NetworkGuard
-from drtool_lab.rehearsal.isolation import isolate
-from drtool_lab.rehearsal.relay import DnsRelay
 
 from drtool.independence.domain import FailureDomain
+from drtool.rehearsal import netns
+from drtool.rehearsal.guard import NetworkGuard
+from drtool.rehearsal.isolation import isolate
+from drtool.rehearsal.relay import DnsRelay
 
 SECRET = "the-host-only-secret-4f1c"
 needs_netns = pytest.mark.skipif(netns.available() is not None, reason=f"no namespaces here: {netns.available()}")

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from drtool_lab.etcd_seed import settings_of
-from drtool_lab.rehearsal.target import stop_restored_servers
 
 from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
@@ -22,6 +21,7 @@ from drtool.plans.loader import load_plan
 from drtool.plans.schema import Source
 from drtool.plans.source import resolve_backup
 from drtool.plugin.manager import get_plugin
+from drtool.rehearsal.target import stop_restored_servers
 from drtool.repo.repository import Repository
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error
 from tests.fixtures.kube import KubeLab

@@ -25,8 +25,9 @@ from drtool_lab.components.kube_apiserver import KubeApiserver
 from drtool_lab.components.kwok import node_pools
 from drtool_lab.components.minio import MinioServer
 from drtool_lab.lab import LIVING_KINDS, Lab
-from drtool_lab.rehearsal.target import seed_sources
 from drtool_lab.support import lab_support
+from drtool_lab.targets import seed_sources
+from drtool_plugins.checkpoints.resume_check import RecoveryPoint, compare, recovery_point
 from kubernetes import client, config
 
 from drtool.backends.local import LocalBackend
@@ -35,9 +36,10 @@ from drtool.plans.checks import run_checks
 from drtool.plans.executor import Executor
 from drtool.plans.loader import load_plan
 from drtool.plans.platform.context import TimedCheck
-from drtool.plans.platform.training_resumes import RecoveryPoint, compare, recovery_point
 from drtool.plans.schema import Plan
-from drtool.plugin.manager import get_plugin
+from drtool.plans.validate import check_file
+from drtool.plugin.checks import contributed
+from drtool.plugin.manager import get_plugin, load_plugins
 from drtool.repo.manifest import ArtifactEntry, Manifest, PluginOutcome
 from drtool.repo.repository import Repository
 from tests.fixtures.core import PASSPHRASE, Cli
@@ -314,16 +316,20 @@ def test_a_resume_is_judged_by_step_parameters_and_losses() -> None:
     assert other == "the parameters loaded at step 20 differ from an uninterrupted run's at that step"
 
 
-def test_platform_checks_are_strict_and_a_check_of_a_skipped_step_is_skipped() -> None:
+def test_platform_checks_are_strict_and_a_check_of_a_skipped_step_is_skipped(tmp_path: Path) -> None:
+    """Each platform check is its plugin's (the platform_checks hook): `plan validate` checks its keys against the
+    plugin's model; a check naming a step the plan does not have is refused by the schema itself."""
     base = {"name": "p", "steps": [{"id": "checkpoints", "uses": "checkpoints", "optional": True}]}
-    with pytest.raises(ValueError, match="flavour"):
-        Plan.model_validate({**base, "checks": [{"type": "kueue-admits", "id": "a", "namespace": "n", "queue": "q",
-                                                 "flavour": "a100"}]})  # fmt: skip
+    typo = {"type": "kueue-admits", "id": "a", "namespace": "n", "queue": "q", "flavour": "a100"}
+    path = tmp_path / "plan.yaml"
+    path.write_text(json.dumps({**base, "checks": [typo]}))
+    problems = [p.message for p in check_file(path, load_plugins()).errors]
+    assert problems == ["checks[0] (a): check key 'flavour' is unknown; did you mean 'flavor'?"]
     with pytest.raises(ValueError, match="names step 'restore-checkpoints', which the plan does not have"):
         Plan.model_validate({**base, "checks": [{"type": "training-resumes", "id": "t", "step": "restore-checkpoints",
                                                  "folder": "mlp", "trainer": TRAINER}]})  # fmt: skip
     check = {"type": "gc-stable", "id": "g", "window": "1m30s", "namespaces": None}
-    assert Plan.model_validate({**base, "checks": [check]}).checks[0].window.total_seconds() == 90  # type: ignore[union-attr]
+    assert contributed(load_plugins())["gc-stable"].settings.model_validate(check).window.total_seconds() == 90
     training = {"type": "training-resumes", "id": "t", "step": "checkpoints", "folder": "mlp", "trainer": TRAINER}
     plan = Plan.model_validate({**base, "checks": [training]})
     manifest = backup_of({}, []).model_copy(update={"plugins": {}})  # the checkpoints plugin is not in the backup

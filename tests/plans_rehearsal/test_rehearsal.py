@@ -14,12 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 from drtool_lab.lab import Lab
-from drtool_lab.rehearsal import netns
-from drtool_lab.rehearsal.agreement import bug_pairs
-from drtool_lab.rehearsal.guard import NetworkGuard, Refusal
-from drtool_lab.rehearsal.isolation import isolate
-from drtool_lab.rehearsal.rehearse import RehearsalOptions, rehearse
-from drtool_lab.rehearsal.target import lab_plugins, seed_sources
+from drtool_lab.targets import LabSource, lab_plugins, seed_sources
 
 from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
@@ -28,6 +23,11 @@ from drtool.catalog.runs import RunLog
 from drtool.errors import UsageError
 from drtool.independence.domain import FailureDomain
 from drtool.plans.loader import load_plan
+from drtool.rehearsal import netns
+from drtool.rehearsal.agreement import bug_pairs
+from drtool.rehearsal.guard import NetworkGuard, Refusal
+from drtool.rehearsal.isolation import isolate
+from drtool.rehearsal.rehearse import RehearsalOptions, rehearse
 from drtool.repo.repository import Repository
 from drtool.servers.process import alive
 from tests.fixtures.core import PASSPHRASE, Cli, assert_clean_error, count_manifest_reads
@@ -200,7 +200,8 @@ def test_bug_pairs_are_what_the_guard_caught_and_the_analysis_did_not_report() -
 
 def test_full_cluster_rebuild_into_a_fresh_lab_with_the_source_stopped(source: Source, tmp_path: Path) -> None:
     catalog = Catalog(str(tmp_path / "catalog.db"))
-    options = RehearsalOptions(source_lab=source.lab, keep=True, out_dir=tmp_path / "reports", labs_root=tmp_path)
+    stopped = LabSource(source.lab)
+    options = RehearsalOptions(source=stopped, keep=True, out_dir=tmp_path / "reports", labs_root=tmp_path)
     result = rehearse(load_plan(PLANS / "full-cluster-rebuild.yaml"), source.repo, options, catalog=catalog)
     target = Lab.load(next(n for n in Lab.names(tmp_path) if n.startswith("rehearsal-")), tmp_path)
     try:
@@ -240,15 +241,17 @@ def test_full_cluster_rebuild_into_a_fresh_lab_with_the_source_stopped(source: S
         drills = RunLog(catalog).drills()
         assert [(d.plan_name, d.ok, d.independence) for d in drills] == [("full-cluster-rebuild", True, "fail")]
     finally:
-        from drtool_lab.rehearsal.target import stop_restored_servers
+        from drtool.rehearsal.target import stop_restored_servers
 
         stop_restored_servers(target.root)
         target.down()
     assert source.lab["kube-apiserver"].healthy()  # started again after the rehearsal
 
 
-@pytest.mark.parametrize("plan", ["kueue-quotas-only.yaml", "control-plane-from-etcd.yaml", "training-resume.yaml"])
+@pytest.mark.parametrize("plan", ["control-plane-from-etcd.yaml", "training-resume.yaml"])
 def test_shipped_plans_rehearse_into_a_fresh_lab(source: Source, tmp_path: Path, plan: str) -> None:
+    """Each into a lab of its own, torn down afterwards (kueue-quotas-only goes into fresh labs below: with a
+    PostgreSQL catalog, and from the command line in both isolation modes; full-cluster-rebuild above)."""
     options = RehearsalOptions(out_dir=tmp_path / "reports", labs_root=tmp_path)
     result = rehearse(load_plan(PLANS / plan), source.repo, options)
     steps = {s["id"]: s for s in result.report["run"]["steps"]}
@@ -314,11 +317,15 @@ def test_a_postgresql_catalog_is_relayed_into_the_namespace(source: Source, post
     url = make_url(postgres_url)
     assert result.restored and isolation["mode"] == "netns"
     assert isolation["relayed"] == [f"{url.host}:{url.port}"] and not isolation["blocked"]
+    assert result.report["run"]["bug_pairs"] == [] and not [s for s in result.report["run"]["steps"] if s["approval"]]
     assert [d.plan_name for d in RunLog(catalog).drills()] == ["kueue-quotas-only"]
+    assert not Lab.names(tmp_path) and not processes_mentioning(tmp_path)  # torn down, servers stopped
 
 
 def test_the_guard_catches_a_step_that_reaches_back_into_the_source(source: Source, tmp_path: Path) -> None:
-    """An etcd step asked to compare with the (failed) source: its verify connects there, and is refused."""
+    """An etcd step asked to compare with the (failed) source: its verify connects there, and is refused. The
+    backup's own failure domain names the source etcd (the etcd plugin records its endpoints), so the guard
+    refuses it with the source lab still running: no source stop and restart is needed to prove it."""
     plan = tmp_path / "compare.yaml"
     endpoints = source.sources["etcd"]["endpoints"]
     plan.write_text(
@@ -326,7 +333,7 @@ def test_the_guard_catches_a_step_that_reaches_back_into_the_source(source: Sour
         f"    target: {{compare_with: {{endpoints: '{endpoints}'}}}}\n"
     )
     catalog = Catalog(str(tmp_path / "catalog.db"))
-    options = RehearsalOptions(source_lab=source.lab, out_dir=tmp_path / "reports", labs_root=tmp_path)
+    options = RehearsalOptions(out_dir=tmp_path / "reports", labs_root=tmp_path)
     result = rehearse(load_plan(plan), source.repo, options, catalog=catalog)
     step = result.report["run"]["steps"][0]
     assert not result.ok and step["status"] == "refused"
@@ -339,19 +346,38 @@ def test_the_guard_catches_a_step_that_reaches_back_into_the_source(source: Sour
     assert not drill.ok and drill.refused_connections >= 1
 
 
-def test_cli_rehearse_drills_and_runbook(cli: Cli, source: Source, tmp_path: Path) -> None:
+@pytest.mark.skipif(netns.available() is not None, reason=f"no network namespaces here: {netns.available()}")
+def test_cli_rehearse_isolation_drills_and_runbook(cli: Cli, source: Source, tmp_path: Path) -> None:
+    """From the command line, once per isolation mode, each into a fresh lab. netns: the restore's processes live
+    where the source does not exist, and it still works. in-process (the source lab stopped meanwhile, a failure
+    far in the future so the RPO objective is missed: exit 7) says what it does not cover. Every server either
+    started is stopped afterwards; `drills` and `runbook` read what the rehearsals recorded."""
     store = ["--store", source.repo.backend.url]
     cli.env["DRTOOL_LAB_DIR"] = str(source.lab.root.parent)
     seeded = cli("lab", "seed", source.lab.name, "-p", "kubernetes", "-p", "kueue", check=True).stdout
     assert "seeded kubernetes in" in seeded and "seeded kueue in" in seeded  # once per lab: a no-op here
     assert_clean_error(cli("lab", "seed", source.lab.name, "-p", "files"), 2, "have no lab support")
-    proc = cli(
-        *store, "rehearse", "--plan", str(PLANS / "kueue-quotas-only.yaml"), "--source-lab", source.lab.name,
-        "--out", str(tmp_path / "reports"), "--failure-time", "2099-01-01T00:00:00Z",
-    )  # fmt: skip
-    # a failure far in the future: the restored state is decades old, so the RPO objective is missed
-    assert proc.returncode == 7, proc.stderr
-    assert "RPO" in proc.stdout and "MISSED" in proc.stdout and "report (html)" in proc.stdout
+    plan = ["--plan", str(PLANS / "kueue-quotas-only.yaml")]
+    labs = tmp_path / "labs"  # the netns rehearsal's target; the in-process one's is beside the source lab
+    runs = {
+        "netns": ([], {"DRTOOL_LAB_DIR": str(labs)}, 0, "every process the restore starts"),
+        "in-process": (["--source-lab", source.lab.name, "--failure-time", "2099-01-01T00:00:00Z"], {}, 7,
+                       "subprocesses unguarded"),
+    }  # fmt: skip
+    for mode, (extra, env, code, covers) in runs.items():
+        out = tmp_path / mode
+        proc = cli(*store, "rehearse", "--isolation", mode, *plan, *extra, "--out", str(out), env=env)
+        assert proc.returncode == code, proc.stdout[-2000:] + proc.stderr
+        assert f"isolation: {mode}" in proc.stdout and covers in proc.stdout.replace("\n", " ")
+        report = json.loads(next(out.glob("*.json")).read_text())
+        assert report["run"]["isolation"]["mode"] == mode and report["run"]["bug_pairs"] == []
+        assert f"**{mode}**" in next(out.glob("*.md")).read_text()
+        assert "report (html)" in proc.stdout
+    assert "RPO" in proc.stdout and "MISSED" in proc.stdout  # the in-process one: decades of state lost
+    assert not any(alive(p) for p in pids_under(labs)) and not processes_mentioning(labs)
+    beside = [n for n in Lab.names(source.lab.root.parent) if n.startswith("rehearsal-") and n != source.lab.name]
+    assert not beside  # the in-process rehearsal's target lab (beside the source lab): torn down
+    assert Lab.load(source.lab.name, source.lab.root.parent)["kube-apiserver"].healthy()  # started again
     drills = cli(*store, "drills", check=True).stdout
     assert "kueue-quotas-only" in drills and "missed" in drills
     runbook = cli(*store, "runbook", "--plan", str(PLANS / "full-cluster-rebuild.yaml"), check=True).stdout
@@ -359,22 +385,5 @@ def test_cli_rehearse_drills_and_runbook(cli: Cli, source: Source, tmp_path: Pat
     assert "**Needs approval**" in runbook and "When to escalate" in runbook and "passphrase" in runbook
     assert "If it fails, these wait for it: cluster-objects, helm-releases, kueue-quotas" in runbook
     assert PASSPHRASE not in runbook
-
-
-@pytest.mark.skipif(netns.available() is not None, reason=f"no network namespaces here: {netns.available()}")
-def test_cli_rehearsal_says_which_isolation_ran(cli: Cli, source: Source, tmp_path: Path) -> None:
-    """netns: the restore's processes live where the source does not exist, and it still works; in-process says
-    what it does not cover. Every server either started is stopped afterwards."""
-    cli.env["DRTOOL_LAB_DIR"] = str(tmp_path / "labs")
-    plan = ["--plan", str(PLANS / "kueue-quotas-only.yaml")]
-    for mode, covers in (("netns", "every process the restore starts"), ("in-process", "subprocesses unguarded")):
-        out = tmp_path / mode
-        proc = cli("--store", source.repo.backend.url, "rehearse", "--isolation", mode, *plan, "--out", str(out))
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
-        assert f"isolation: {mode}" in proc.stdout and covers in proc.stdout.replace("\n", " ")
-        report = json.loads(next(out.glob("*.json")).read_text())
-        assert report["run"]["isolation"]["mode"] == mode and report["run"]["bug_pairs"] == []
-        assert f"**{mode}**" in next(out.glob("*.md")).read_text()
-    assert not any(alive(p) for p in pids_under(tmp_path / "labs"))
-    bad = cli("--store", source.repo.backend.url, "rehearse", "--isolation", "netns", "--keep", *plan)
+    bad = cli(*store, "rehearse", "--isolation", "netns", "--keep", *plan)
     assert_clean_error(bad, 2, "--keep needs the target reachable afterwards")

@@ -25,8 +25,6 @@ from typing import Any
 import pytest
 import yaml
 from drtool_lab.etcd_seed import gateway, settings_of
-from drtool_lab.rehearsal.rehearse import rpo
-from drtool_lab.rehearsal.target import stop_restored_servers
 from drtool_plugins.etcd import EtcdPlugin
 from drtool_plugins.etcd.deltas import ARTIFACT, Op, Revision, header
 
@@ -40,6 +38,8 @@ from drtool.plans.loader import load_plan
 from drtool.plans.schema import Source
 from drtool.plans.source import find_backup
 from drtool.plugin.contract import Span
+from drtool.rehearsal.rehearse import rpo
+from drtool.rehearsal.target import stop_restored_servers
 from drtool.repo.chains import ChainGap, find_point, read_links
 from drtool.repo.manifest import Manifest, PluginOutcome
 from drtool.repo.repository import Repository

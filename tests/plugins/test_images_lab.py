@@ -1,6 +1,6 @@
 """LabSupport of the images and helm plugins: seed a lab, back up, restore into a fresh lab target, verify.
 
-This is the path the demo and rehearsals take (``drtool_lab.rehearsal.target``), so both plugins join them.
+This is the path the demo and rehearsals take (``drtool.rehearsal.target``), so both plugins join them.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from drtool_lab.lab import Lab
-from drtool_lab.rehearsal.target import lab_target, seed_sources
+from drtool_lab.targets import lab_target, seed_sources
 from drtool_plugins.helm import HelmPlugin
 from drtool_plugins.images import ImagesPlugin
 

@@ -1,6 +1,6 @@
-"""Platform checks: a restore judged by what the restored platform's own controllers do with it.
+"""What plan checks run with (``context``): the run's plan, targets, backup and clock, and each check's times.
 
-One module per check type (``kueue_admits``, ``workloads_ready``, ``no_reissue``, ``gc_stable``,
-``training_resumes``), each reading the live target through its own API with a timeout and one line saying
-why it failed; ``context`` is what they run with, ``kube`` the readings they share. docs/plans.md lists them.
+The platform checks themselves (``kueue-admits``, ``workloads-ready``, ``no-reissue``, ``gc-stable``,
+``training-resumes``) are contributed by the plugins they belong to through the ``platform_checks`` hook
+(drtool.plugin.checks); the cluster readings they share are drtool.kube.readings. docs/plans.md lists them.
 """

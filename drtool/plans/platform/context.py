@@ -1,4 +1,5 @@
-"""What a plan's checks run with: the plan, its targets, the backup, and the run's clock.
+"""What a plan's checks run with: the plan, its targets, the backup, and the run's clock (the core's side of
+drtool.plugin.checks' ``CheckRun`` and ``CheckWatch``, which the plugins' platform checks are written against).
 
 Checks run after the last step, on the run's clock (seconds since the run started), so a report can put
 each check on the same timeline as the steps and say when the platform was back in service. Platform
@@ -14,10 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from drtool.errors import UsageError
-from drtool.kube.client import FIELD_MANAGER
 from drtool.plans.steps import step_target
-from drtool.plugin.checks import Verdict as Verdict  # the check modules here take it from their context
 from drtool.plugin.contract import Check
 from drtool.plugin.manager import load_plugins
 
@@ -25,9 +23,6 @@ if TYPE_CHECKING:
     from drtool.kube.client import KubeClient
     from drtool.plans.schema import Plan
     from drtool.repo.manifest import Manifest
-
-PROBE_MANAGER = "drtool-check"  # field manager of what checks create (probes), never mistaken for restored
-RESTORE_MANAGER = FIELD_MANAGER  # what drtool's restores write with: an object holding its fields was restored
 
 
 def cluster_plugins(plugins: Mapping[str, Any]) -> list[str]:
@@ -64,13 +59,9 @@ class CheckContext:
         return {}
 
     def kube(self) -> KubeClient:
-        from drtool.kube.client import KubeClient
-        from drtool.kube.settings import Connection
+        from drtool.kube.readings import cluster_client  # the Kubernetes client loads only for checks that read
 
-        access = self.cluster()
-        if not access.get("kubeconfig") or "${" in str(access["kubeconfig"]):
-            raise UsageError("no kubeconfig: the plan's target has no `kubernetes.kubeconfig`")
-        return KubeClient(Connection.from_mapping({**access, "timeout": 30}))
+        return cluster_client(self.cluster())
 
 
 @dataclasses.dataclass

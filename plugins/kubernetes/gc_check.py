@@ -11,20 +11,35 @@ is already gone, or that is being deleted, fails at once.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import secrets
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable
+from typing import Literal
 
-from drtool.durations import format_duration
+from pydantic import Field
+
+from drtool.durations import Duration, format_duration
 from drtool.kube.client import ApiError, KubeClient
 from drtool.kube.discovery import ResourceType, crd_index, discover
+from drtool.kube.readings import METADATA_LIST, PROBE_MANAGER, items, restored, wait_for
 from drtool.kube.skips import resource_skip_reason
-from drtool.plans.platform.context import PROBE_MANAGER, CheckContext, Verdict, Watch
-from drtool.plans.platform.kube import METADATA_LIST, items, restored, wait_for
-from drtool.plans.schema import GcStableCheck
+from drtool.plugin.checks import CheckRun, CheckSettings, CheckWatch, NamespaceList, PlatformCheck, Verdict
+
+
+class GcStableCheck(CheckSettings):
+    """The garbage collector has run for ``window`` and every restored object (and its dependents) is there."""
+
+    type: Literal["gc-stable"]
+    namespaces: NamespaceList = Field(default_factory=list)
+    window: Duration = dt.timedelta(seconds=30)  # after the collector proved it runs by collecting a probe
+    timeout: Duration = dt.timedelta(minutes=1)  # for that probe to be collected
+
+    def summary(self) -> str:
+        return f"restored objects and their dependents survive {format_duration(self.window)} of garbage collection"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,7 +150,7 @@ def prove_collector_runs(client: KubeClient, namespace: str, timeout: float) -> 
     return True, ""
 
 
-def run(check: GcStableCheck, ctx: CheckContext, watch: Watch) -> Verdict:
+def run(check: GcStableCheck, ctx: CheckRun, watch: CheckWatch) -> Verdict:
     client = ctx.kube()
     types = in_scope(_listable(client), check.namespaces)
     before = snapshot(client, types, check.namespaces)
@@ -184,3 +199,6 @@ def _stable(before: dict[str, Seen], keep: dict[str, Seen], collector_s: float, 
     if custom_owners:
         detail += f"; custom-resource owners: {', '.join(custom_owners)}"
     return Verdict(True, detail, facts)
+
+
+CHECK = PlatformCheck("gc-stable", GcStableCheck, run, reads_cluster=True)

@@ -1,6 +1,7 @@
-"""`drtool rehearse`: prove a plan works, into a fresh lab (or a cluster of your own), with the source unreachable.
+"""`drtool rehearse`: prove a plan works, into a fresh target (or a cluster of your own), with the source unreachable.
 
-A lab command (drtool_lab.cli): the record it keeps is read by `drtool drills` (drtool/cli/drill_cmds.py)."""
+The fresh target comes from a target provider (drtool/rehearsal/target.py: the lab's, where the lab is installed);
+the record it keeps is read by `drtool drills` (drtool/cli/drill_cmds.py)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ def rehearse(
     backup: Annotated[
         str | None, typer.Option("--backup", help="Backup id or prefix (default: the plan's source).")
     ] = None,
-    target: Annotated[str, typer.Option("--target", help="`lab` (a fresh lab) or the path of a kubeconfig.")] = "lab",
+    target: Annotated[
+        str, typer.Option("--target", help="`lab` (a fresh lab, where the lab is installed) or a kubeconfig's path.")
+    ] = "lab",
     keep: Annotated[bool, typer.Option(help="Leave the target running afterwards.")] = False,
     source_lab: Annotated[
         str | None, typer.Option("--source-lab", help="A lab that is the backup's source: stopped for the rehearsal.")
@@ -46,9 +49,9 @@ def rehearse(
     """Restore a plan into a fresh target with the source unreachable; measure RTO/RPO; write the report.
 
     Example: drtool rehearse --plan restore-plans/full-cluster-rebuild.yaml --source-lab source"""
-    from drtool_lab.lab import Lab
-    from drtool_lab.rehearsal.rehearse import RehearsalOptions
-    from drtool_lab.rehearsal.rehearse import rehearse as run_rehearsal
+    from drtool.rehearsal.rehearse import RehearsalOptions
+    from drtool.rehearsal.rehearse import rehearse as run_rehearsal
+    from drtool.rehearsal.target import provider
 
     when = None
     if failure_time:
@@ -63,7 +66,7 @@ def rehearse(
         backup=backup,
         target=target,
         keep=keep,
-        source_lab=Lab.load(source_lab) if source_lab else None,
+        source=provider().source(source_lab) if source_lab else None,
         failure_time=when,
         out_dir=out,
         isolation=isolation,

@@ -8,19 +8,39 @@ failure it names the ClusterQueue and Kueue's own reason. The probe Job is delet
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import secrets
-from typing import Any
+from typing import Any, Literal
 
-from drtool.durations import format_duration
+from pydantic import Field
+
+from drtool.durations import Duration, format_duration
 from drtool.kube.client import ApiError, KubeClient
-from drtool.plans.platform.context import PROBE_MANAGER, CheckContext, Verdict, Watch
-from drtool.plans.platform.kube import Obj, conditions, items, wait_for
-from drtool.plans.schema import KueueAdmitsCheck
+from drtool.kube.readings import PROBE_MANAGER, Obj, conditions, items, wait_for
+from drtool.plugin.checks import CheckRun, CheckSettings, CheckWatch, PlatformCheck, Verdict
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PROBE_IMAGE = "registry.k8s.io/pause:3.10"  # never pulled on kwok nodes; tiny where it is
+
+
+class KueueAdmitsCheck(CheckSettings):
+    """A small suspended Job submitted to a restored LocalQueue is admitted onto ``flavor`` (and runs)."""
+
+    type: Literal["kueue-admits"]
+    namespace: str
+    queue: str  # the LocalQueue
+    flavor: str | None = None  # the ResourceFlavor expected for ``resource``; None: any
+    resource: str = "nvidia.com/gpu"  # whose flavor assignment is compared
+    requests: dict[str, str] = Field(default_factory=lambda: {"cpu": "100m", "memory": "64Mi", "nvidia.com/gpu": "1"})
+    running: bool = True  # also wait for the probe's pod to run on a node: the first queued workload served
+    timeout: Duration = dt.timedelta(minutes=2)
+
+    def summary(self) -> str:
+        onto = f" onto flavor {self.flavor}" if self.flavor else ""
+        runs = " and its pod runs" if self.running else ""
+        return f"a probe Job on LocalQueue {self.namespace}/{self.queue} is admitted by Kueue{onto}{runs}"
 
 
 def probe_job(name: str, check: KueueAdmitsCheck) -> Obj:
@@ -42,7 +62,7 @@ def probe_job(name: str, check: KueueAdmitsCheck) -> Obj:
     }
 
 
-def run(check: KueueAdmitsCheck, ctx: CheckContext, watch: Watch) -> Verdict:
+def run(check: KueueAdmitsCheck, ctx: CheckRun, watch: CheckWatch) -> Verdict:
     client = ctx.kube()
     try:
         local = client.get(f"{KUEUE}/namespaces/{check.namespace}/localqueues/{check.queue}")
@@ -66,7 +86,12 @@ def run(check: KueueAdmitsCheck, ctx: CheckContext, watch: Watch) -> Verdict:
 
 
 def _judge(
-    client: KubeClient, check: KueueAdmitsCheck, cluster_queue: str, name: str, watch: Watch, facts: dict[str, Any]
+    client: KubeClient,
+    check: KueueAdmitsCheck,
+    cluster_queue: str,
+    name: str,
+    watch: CheckWatch,
+    facts: dict[str, Any],
 ) -> Verdict:
     deadline = watch.started_s + check.timeout.total_seconds()
     workload, why = wait_for(lambda: _admitted(client, check.namespace, name, cluster_queue), _left(watch, deadline))
@@ -89,7 +114,7 @@ def _judge(
     return Verdict(True, f"Job {name} {admitted_by} in {format_duration(watch.clock() - watch.started_s)}", facts)
 
 
-def _left(watch: Watch, deadline: float) -> float:
+def _left(watch: CheckWatch, deadline: float) -> float:
     return max(0.0, deadline - watch.clock())
 
 
@@ -139,3 +164,6 @@ def _pod_on_node(client: KubeClient, namespace: str, job: str) -> tuple[str | No
     return None, f"pod {mine[0]['metadata']['name']} {mine[0].get('status', {}).get('phase')}: " + (
         scheduled.get("message") or "not scheduled"
     )
+
+
+CHECK = PlatformCheck("kueue-admits", KueueAdmitsCheck, run, reads_cluster=True)

@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from drtool_lab.rehearsal.guard import Refusal
-
 from drtool.independence.domain import Address, parse_address
+from drtool.rehearsal.guard import Refusal
 
 KNOWN = ("inside", "waived", "unknown")  # what the analysis reports as needed from, or not clear of, the domain
 

@@ -6,15 +6,32 @@ Running on a Ready node, and otherwise says which is not and what its pods are w
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
+from typing import Literal
 
-from drtool.durations import format_duration
+from pydantic import Field
+
+from drtool.durations import Duration, format_duration
 from drtool.kube.client import KubeClient
-from drtool.plans.platform.context import CheckContext, Verdict, Watch
-from drtool.plans.platform.kube import Obj, conditions, in_namespaces, is_true, items, ref, restored, wait_for
-from drtool.plans.schema import WorkloadsReadyCheck
+from drtool.kube.readings import Obj, conditions, in_namespaces, is_true, items, ref, restored, wait_for
+from drtool.plugin.checks import CheckRun, CheckSettings, CheckWatch, NamespaceList, PlatformCheck, Verdict
 
 KINDS = ("deployments", "statefulsets")
+
+
+class WorkloadsReadyCheck(CheckSettings):
+    """Restored Deployments and StatefulSets are Available, with their pods Running on Ready nodes."""
+
+    type: Literal["workloads-ready"]
+    namespaces: NamespaceList = Field(default_factory=list)  # empty: every namespace
+    restored_only: bool = Field(default=True, alias="restored-only")  # only objects drtool's restore wrote
+    timeout: Duration = dt.timedelta(minutes=5)
+
+    def summary(self) -> str:
+        where = f" in {', '.join(self.namespaces)}" if self.namespaces else ""
+        which = "restored " if self.restored_only else ""
+        return f"{which}Deployments and StatefulSets{where} serve, their pods Running on Ready nodes"
 
 
 def _path(resource: str) -> Callable[[str | None], str]:
@@ -78,7 +95,7 @@ def _pod_reason(pod: Obj, ready_nodes: set[str]) -> str:
     return f"pod {name} {phase}" + (f": {scheduled['message']}" if scheduled.get("message") else "")
 
 
-def run(check: WorkloadsReadyCheck, ctx: CheckContext, watch: Watch) -> Verdict:
+def run(check: WorkloadsReadyCheck, ctx: CheckRun, watch: CheckWatch) -> Verdict:
     client = ctx.kube()
     scope = "restored " if check.restored_only else ""
     if not workloads(client, check):
@@ -102,3 +119,6 @@ def run(check: WorkloadsReadyCheck, ctx: CheckContext, watch: Watch) -> Verdict:
     took = format_duration(watch.clock() - watch.started_s)
     detail = f"{len(ready)} {scope}workloads serving, {replicas} pods Running on Ready nodes, in {took}"
     return Verdict(True, detail, facts)
+
+
+CHECK = PlatformCheck("workloads-ready", WorkloadsReadyCheck, run, reads_cluster=True)

@@ -24,19 +24,57 @@ import posixpath
 import re
 import secrets
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
-from drtool.durations import format_duration
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from drtool.durations import Duration, format_duration
 from drtool.kube.client import ApiError, KubeClient
-from drtool.plans.platform.context import PROBE_MANAGER, CheckContext, Verdict, Watch
-from drtool.plans.platform.kube import Obj, conditions, items, wait_for
-from drtool.plans.schema import TrainingResumesCheck
+from drtool.kube.readings import PROBE_MANAGER, Obj, conditions, items, wait_for
+from drtool.plugin.checks import CheckRun, CheckSettings, CheckWatch, PlatformCheck, Verdict
 from drtool.repo.manifest import Manifest
 
 _TRAILING_NUMBER = re.compile(r"(\d+)$")
 CHECK_LABEL = "drtool.dev/check"  # on the Job and its pod: what a lab's node plays (lab/node.py)
 REPORT = "/dev/termination-log"  # the container's termination message: the pod's status carries it back
 CONTAINERS = ("resume", "reference")
+
+
+class TrainerJob(BaseModel):
+    """The team's trainer, as data the restored cluster runs: one Job, never a program on drtool's machine."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    image: str = Field(min_length=1)
+    command: list[str] = Field(default_factory=list)  # the container's command (default: the image's entrypoint)
+    args: list[str] = Field(default_factory=list)  # before the protocol's own (docs/plans.md)
+    namespace: str = "default"
+    service_account: str | None = None  # the pod's identity (e.g. workload identity to the checkpoint store)
+    env_from_secret: str | None = None  # a Secret in `namespace` with what the trainer needs to read them
+
+
+class TrainingResumesCheck(CheckSettings):
+    """A restored training run resumes from its last complete checkpoint, bit for bit (docs/plans.md)."""
+
+    type: Literal["training-resumes"]
+    step: str  # the plan step that restored the checkpoints: its target holds them, its backup knows them
+    folder: str = Field(min_length=1)  # the run's folder in that target (holding step-N checkpoints)
+    trainer: TrainerJob  # run as a Job in the restored cluster
+    steps: int = Field(default=5, ge=1, le=10_000)  # steps the resumed run trains, compared with a reference
+    timeout: Duration = dt.timedelta(minutes=5)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_local_program(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "command" in data:
+            raise ValueError(
+                "`command` would name a program to run on the restoring machine: the check runs the trainer as a "
+                "Job in the restored cluster (`trainer: {image: ..., command: [...], args: [...]}`, docs/plans.md)"
+            )
+        return data
+
+    def summary(self) -> str:
+        return f"training in {self.folder} (restored by step {self.step}) resumes from its last complete checkpoint"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +118,7 @@ def recovery_point(manifest: Manifest, plugin: str, folder: str) -> RecoveryPoin
     return RecoveryPoint(step, written[step] or None, tuple(sorted(written)), tuple(sorted(torn)))
 
 
-def trainer_env(ctx: CheckContext, check: TrainingResumesCheck) -> dict[str, str]:
+def trainer_env(ctx: CheckRun, check: TrainingResumesCheck) -> dict[str, str]:
     """Where the restored checkpoints are: the checkpoints step's target, and the run's folder in it."""
     target = ctx.target(check.step)
     root = str(target.get("url") or target.get("path") or "").rstrip("/")
@@ -125,7 +163,7 @@ def trainer_job(name: str, check: TrainingResumesCheck, env: Mapping[str, str], 
     }
 
 
-def run(check: TrainingResumesCheck, ctx: CheckContext, watch: Watch) -> Verdict:
+def run(check: TrainingResumesCheck, ctx: CheckRun, watch: CheckWatch) -> Verdict:
     if ctx.manifest is None:
         return Verdict(False, "no backup to compare with (the check runs after a plan's restore)")
     plugin = ctx.plan.step(check.step).uses
@@ -236,3 +274,6 @@ def _float(value: Any) -> str:
 
 def _iso(epoch: float | None) -> str | None:
     return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if epoch else None
+
+
+CHECK = PlatformCheck("training-resumes", TrainingResumesCheck, run, reads_cluster=True)

@@ -13,16 +13,30 @@ import dataclasses
 import datetime as dt
 import time
 from collections.abc import Callable
+from typing import Literal
 
-from drtool.durations import format_duration
+from pydantic import Field
+
+from drtool.durations import Duration, format_duration
 from drtool.kube.client import KubeClient
-from drtool.plans.platform.context import CheckContext, Verdict, Watch
-from drtool.plans.platform.kube import Obj, conditions, in_namespaces, is_true, items, ref, restored, wait_for
-from drtool.plans.schema import NoReissueCheck
+from drtool.kube.readings import Obj, conditions, in_namespaces, is_true, items, ref, restored, wait_for
+from drtool.plugin.checks import CheckRun, CheckSettings, CheckWatch, NamespaceList, PlatformCheck, Verdict
 
 CERT_MANAGER = "/apis/cert-manager.io/v1"
 CERTIFICATE_NAME = "cert-manager.io/certificate-name"
 REVISION = "cert-manager.io/certificate-revision"
+
+
+class NoReissueCheck(CheckSettings):
+    """Certificates are Ready and cert-manager re-issues none of them after the restore."""
+
+    type: Literal["no-reissue"]
+    namespaces: NamespaceList = Field(default_factory=list)
+    window: Duration = dt.timedelta(seconds=30)  # watched for new CertificateRequests after the restore
+    timeout: Duration = dt.timedelta(minutes=2)  # for every Certificate to be Ready
+
+    def summary(self) -> str:
+        return f"Certificates Ready, none re-issued by cert-manager within {format_duration(self.window)}"
 
 
 def _path(resource: str) -> Callable[[str | None], str]:
@@ -102,7 +116,7 @@ class ReissueWatch:
         return f"; cert-manager: {latest.get('message')}" if latest else ""
 
 
-def run(check: NoReissueCheck, ctx: CheckContext, watch: Watch) -> Verdict:
+def run(check: NoReissueCheck, ctx: CheckRun, watch: CheckWatch) -> Verdict:
     client = ctx.kube()
     since = ctx.restore_started.replace(microsecond=0)  # creationTimestamps have whole seconds
     if not certificates(client, check):
@@ -134,3 +148,6 @@ def run(check: NoReissueCheck, ctx: CheckContext, watch: Watch) -> Verdict:
         + news,
         {"certificates": len(certs), "first_issuances": first},
     )
+
+
+CHECK = PlatformCheck("no-reissue", NoReissueCheck, run, reads_cluster=True)

@@ -1,5 +1,6 @@
-"""Small readings of a live cluster that several platform checks share: conditions, who wrote an object,
-metadata-only lists, and waiting for a controller with the reason it has not acted yet."""
+"""Small readings of a live cluster that the platform checks share (the kubernetes, kueue, dns-certs and
+checkpoints plugins contribute them, drtool.plugin.checks): conditions, who wrote an object, metadata-only
+lists, a client for the restored cluster, and waiting for a controller with the reason it has not acted yet."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from drtool.kube.client import KubeClient
-from drtool.plans.platform.context import RESTORE_MANAGER
+from drtool.errors import UsageError
+from drtool.kube.client import FIELD_MANAGER, KubeClient
+from drtool.kube.settings import Connection
 
 T = TypeVar("T")
+PROBE_MANAGER = "drtool-check"  # field manager of what checks create (probes), never mistaken for restored
+RESTORE_MANAGER = FIELD_MANAGER  # what drtool's restores write with: an object holding its fields was restored
 Obj = dict[str, Any]
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 POLL_S = 0.5
@@ -59,3 +63,10 @@ def wait_for(probe: Callable[[], tuple[T | None, str]], timeout: float) -> tuple
         if result is not None or time.monotonic() >= deadline:
             return result, why
         time.sleep(POLL_S)
+
+
+def cluster_client(cluster: Mapping[str, Any]) -> KubeClient:
+    """A client of the restored cluster: ``cluster`` is its target (a check's ``context.cluster()``)."""
+    if not cluster.get("kubeconfig") or "${" in str(cluster["kubeconfig"]):
+        raise UsageError("no kubeconfig: no target of the plan names the restored cluster (`kubeconfig`)")
+    return KubeClient(Connection.from_mapping({**cluster, "timeout": 30}))

@@ -32,13 +32,12 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from drtool_lab.rehearsal import confine, netns
-from drtool_lab.rehearsal.guard import DNS, NAMESPACE, NetworkGuard
-from drtool_lab.rehearsal.relay import DnsRelay, Record, TcpRelay, resolver
-from drtool_lab.rehearsal.witness import OnAttempt, Witness
-
 from drtool.errors import UsageError
 from drtool.independence.domain import FailureDomain, parse_address
+from drtool.rehearsal import confine, netns
+from drtool.rehearsal.guard import DNS, NAMESPACE, NetworkGuard
+from drtool.rehearsal.relay import DnsRelay, Record, TcpRelay, resolver
+from drtool.rehearsal.witness import OnAttempt, Witness
 
 AUTO, NETNS, IN_PROCESS = "auto", "netns", "in-process"
 MODES = (AUTO, NETNS, IN_PROCESS)

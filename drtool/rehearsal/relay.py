@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from drtool_lab.rehearsal.netns import in_namespace
+from drtool.rehearsal.netns import in_namespace
 
 DNS_PORT = 53
 NXDOMAIN, REFUSED = 3, 5

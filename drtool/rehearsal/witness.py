@@ -16,7 +16,7 @@ import struct
 import threading
 from collections.abc import Callable
 
-from drtool_lab.rehearsal.netns import in_namespace
+from drtool.rehearsal.netns import in_namespace
 
 ETH_P_ALL = 0x0003
 SO_ATTACH_FILTER = 26

@@ -1,7 +1,8 @@
 """`drtool rehearse`: restore a plan into a fresh target with the source unreachable, and measure it.
 
 The order matters. The isolation is entered first (isolation.py: by default a network namespace, which the
-target lab is then started in), then the target is provisioned while the source still runs, then the
+target is then started in), then the target is provisioned while the source still runs (by a target
+provider, target.py: a fresh lab by default; or an existing cluster named by its kubeconfig), then the
 source is made unreachable — a lab source is stopped, and a network guard refuses every connection into
 the backup's failure domain — and the clock starts: RTO is the wall time from there to service restored,
 every check green (service.py: restore steps done and time to service, broken down by step and check).
@@ -19,13 +20,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from drtool_lab.lab import Lab
-from drtool_lab.rehearsal.agreement import bug_pairs
-from drtool_lab.rehearsal.guard import NetworkGuard
-from drtool_lab.rehearsal.isolation import AUTO, isolate
-from drtool_lab.rehearsal.service import recovery_times, training_points
-from drtool_lab.rehearsal.target import Target, kubeconfig_target, lab_target, reachable_endpoints
-
 from drtool.independence.analysis import analyze
 from drtool.independence.domain import FailureDomain
 from drtool.plans.approval import Approvals
@@ -39,6 +33,19 @@ from drtool.plans.validate import ensure_valid
 from drtool.plugin.contract import Plugin
 from drtool.plugin.manager import load_plugins
 from drtool.progress import Progress
+from drtool.rehearsal.agreement import bug_pairs
+from drtool.rehearsal.guard import NetworkGuard
+from drtool.rehearsal.isolation import AUTO, isolate
+from drtool.rehearsal.service import recovery_times, training_points
+from drtool.rehearsal.target import (
+    DEFAULT,
+    RehearsalSource,
+    Target,
+    is_cluster,
+    kubeconfig_target,
+    provider,
+    reachable_endpoints,
+)
 from drtool.repo.manifest import Manifest, utc_now
 from drtool.repo.repository import Repository
 from drtool.report import write_report
@@ -70,14 +77,14 @@ class Rehearsal:
 @dataclasses.dataclass
 class RehearsalOptions:
     backup: str | None = None  # a backup reference overriding the plan's source
-    target: str = "lab"  # "lab" or a kubeconfig path
+    target: str = DEFAULT  # a target provider's name (drtool.rehearsal.target: "lab") or a kubeconfig path
     keep: bool = False  # leave the target running
-    source_lab: Lab | None = None  # stopped for the rehearsal (and started again afterwards unless stay_down)
+    source: RehearsalSource | None = None  # stopped for the rehearsal (and started again unless source_stays_down)
     source_stays_down: bool = False
     failure_time: dt.datetime | None = None  # default: when the source was made unreachable
     out_dir: Path = Path("drtool-reports")
-    labs_root: Path | None = None
-    isolation: str = AUTO  # auto | netns | in-process (drtool_lab.rehearsal.isolation)
+    labs_root: Path | None = None  # where a provider keeps the fresh target it makes (a lab's folder)
+    isolation: str = AUTO  # auto | netns | in-process (drtool.rehearsal.isolation)
     # plugin -> why the caller left it out (`drtool demo` without that plugin's lab): its steps are skipped with
     # that reason, and so are the checks that read what they restore; the rehearsal does not fail on them
     left_out: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -87,22 +94,14 @@ def _parse_time(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def source_domain(manifest: Manifest, source_lab: Lab | None) -> FailureDomain:
-    """The backup's failure domain, plus every port of a lab source (plugins record what they know;
-    the lab knows every server it runs)."""
+def source_domain(manifest: Manifest, source: RehearsalSource | None) -> FailureDomain:
+    """The backup's failure domain, plus every endpoint of a running source (plugins record what they know;
+    a lab knows every server it runs)."""
     facts = {k: list(v) if isinstance(v, list) else v for k, v in manifest.failure_domain.items()}
     evidence: dict[str, str] = {}
-    if source_lab is not None:
-        ports = sorted(
-            {
-                f"127.0.0.1:{value}"
-                for comp in source_lab.components.values()
-                for key, value in dataclasses.asdict(comp).items()
-                if key.endswith("port") and isinstance(value, int) and value > 0
-            }
-        )
-        facts["lab_source_endpoints"] = ports
-        evidence["lab_source_endpoints"] = f"ports of lab {source_lab.name}"
+    if source is not None:
+        facts["lab_source_endpoints"] = source.endpoints()
+        evidence["lab_source_endpoints"] = f"ports of lab {source.name}"
     base = FailureDomain.from_manifest(manifest)
     return FailureDomain(facts, {**base.evidence, **evidence})
 
@@ -143,6 +142,7 @@ def rehearse(
     phases: dict[str, float] = {}  # drtool's own time (plan, analysis, report) next to the restore's
     clock = time.monotonic()
     plan = ensure_valid(loaded)
+    provision = _provisioner(options)  # no provider for the target: one line, before anything is read or started
     read: list[Manifest] = []  # each manifest read once: passed by value from here on
     manifest = find_backup(repo, plan.source, options.backup, read)
     backup_id = manifest.id
@@ -150,7 +150,7 @@ def rehearse(
     left_out = options.left_out
     running = [(s, installed[s.uses]) for s in plan.steps if skip_reason(s, manifest, installed, left_out) is None]
     plugins = list({p.name: p for _, p in running}.values())
-    domain = source_domain(manifest, options.source_lab)
+    domain = source_domain(manifest, options.source)
     phases["plan_s"], clock = time.monotonic() - clock, time.monotonic()
     echo(f"rehearsing plan {plan.name} from backup {backup_id} into {options.target}")
     guard = NetworkGuard(domain.is_inside)
@@ -160,13 +160,13 @@ def rehearse(
     try:
         with isolate(options.isolation, domain, guard, allowed, keep=options.keep) as isolation:
             echo(f"isolation: {isolation.mode} ({isolation.why})")
-            target = _provision(options, plugins)
+            target = provision(plugins)
             phases["provision_s"] = time.monotonic() - clock
             echo(f"target {target.description} ready in {phases['provision_s']:.1f}s")
-            if options.source_lab is not None:
-                options.source_lab.down(purge=False)
+            if options.source is not None:
+                options.source.stop()
                 source_stopped = True
-                echo(f"source lab {options.source_lab.name} stopped: it stays unreachable for the rehearsal")
+                echo(f"source {options.source.name} stopped: it stays unreachable for the rehearsal")
             failure_time = options.failure_time or dt.datetime.now(dt.UTC)
             started = time.monotonic()
             with guard:
@@ -209,14 +209,16 @@ def rehearse(
     finally:
         if target is not None and not options.keep:
             target.teardown()
-        if options.source_lab is not None and source_stopped and not options.source_stays_down:
-            options.source_lab.up(list(dict.fromkeys(c.kind for c in options.source_lab.components.values())))
+        if options.source is not None and source_stopped and not options.source_stays_down:
+            options.source.start()
 
 
-def _provision(options: RehearsalOptions, plugins: list[Plugin]) -> Target:
-    if options.target == "lab":
-        return lab_target(plugins, options.labs_root)
-    return kubeconfig_target(options.target, plugins)
+def _provisioner(options: RehearsalOptions) -> Callable[[list[Plugin]], Target]:
+    """How the target is made: an existing cluster by its kubeconfig, or a fresh one by the named provider."""
+    if is_cluster(options.target):
+        return lambda plugins: kubeconfig_target(options.target, plugins)
+    chosen = provider(options.target)
+    return lambda plugins: chosen.provision(plugins, options.labs_root)
 
 
 def build_report(
@@ -256,7 +258,7 @@ def build_report(
             "steps": [s.to_dict() for s in run.steps.values()],
             "refused_outside_steps": refused_outside_steps,
             "left_out": {"plugins": run.left_out, "checks": run.checks_left_out},
-            "rto": {  # to service: every check green (lab/rehearsal/service.py)
+            "rto": {  # to service: every check green (drtool/rehearsal/service.py)
                 "measured_s": rto_s,
                 "objective_s": rto_objective,
                 "met": None if rto_objective is None else run.ok and rto_s is not None and rto_s <= rto_objective,
