@@ -187,15 +187,22 @@ def kube_apiserver_of(release: str) -> LabBinary:
     return LabBinary("kube-apiserver", f"{_KUBE}/cmd/kube-apiserver", _KUBE, f"kube-{release}")
 
 
+# the Go release a build module that needs a newer Go than the installed one is built with
+# (docs/lab-builds.md, "The pins": the approved switch)
+NEWER_GO = "go1.27.3"
+
+
 def toolchain(gomod: str) -> str:
     """``GOTOOLCHAIN`` for a build module: ``local``, unless its go.mod needs a newer Go than the one installed
-    (Kubernetes v1.38 needs Go 1.27): then exactly that release, which Go fetches once through the module
-    proxy, checksum-verified."""
+    (Kubernetes v1.38 needs Go 1.27): then ``NEWER_GO``, which Go fetches once through the module proxy and
+    verifies against its checksum database."""
     needed = re.search(r"^go (\d+(?:\.\d+)*)$", (GOMOD / gomod / "go.mod").read_text(), re.MULTILINE)
     local = subprocess.run([go_executable(), "env", "GOVERSION"], capture_output=True, text=True, check=True)
     have = re.match(r"go(\d+(?:\.\d+)*)", local.stdout.strip())
     if needed and have and _release(needed.group(1)) > _release(have.group(1)):
-        return f"go{needed.group(1)}"
+        if _release(needed.group(1)) > _release(NEWER_GO.removeprefix("go")):
+            raise SourceError(f"lab/gomod/{gomod} needs Go {needed.group(1)}", "raise NEWER_GO in lab/gomods.py")
+        return NEWER_GO
     return "local"
 
 

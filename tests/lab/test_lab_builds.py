@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 from drtool_lab import gomods, gorun, kube_seed, upstream
+from drtool_lab.cluster import cluster_kinds
 from drtool_lab.components.kwok import node_pools, nodes
-from drtool_lab.lab import Lab
+from drtool_lab.lab import BARE_KINDS, Lab
 
 from drtool.errors import SourceError, UsageError
 
@@ -103,7 +104,7 @@ def test_a_release_build_stamps_its_version_and_fetches_a_newer_go_only_when_nee
     assert "-X k8s.io/component-base/version.gitMinor=38" in flags
     assert "-X k8s.io/component-base/version.gitVersion=v1.38.0-beta.0" in flags
     assert gomods.toolchain("lab") == "local"  # go 1.26.0: the Go this machine has
-    assert gomods.toolchain("kube-v1.38.0-beta.0") == "go1.27.0"  # Kubernetes v1.38 needs Go 1.27
+    assert gomods.toolchain("kube-v1.38.0-beta.0") == "go1.27.3"  # Kubernetes v1.38 needs Go 1.27
 
 
 def test_a_lab_of_another_release_runs_bare_and_remembers_its_release(tmp_path: Path) -> None:
@@ -117,3 +118,4 @@ def test_a_lab_of_another_release_runs_bare_and_remembers_its_release(tmp_path: 
     assert Lab("new", root=tmp_path).add("kube-apiserver").binaries == ("kube-apiserver",)
     with pytest.raises(UsageError, match="cannot run Kubernetes"):
         Lab("bad", root=tmp_path, kubernetes="v2.0.0")
+    assert cluster_kinds(Lab("seeded", root=tmp_path, kubernetes="v1.38.0-beta.0")) == BARE_KINDS  # lab support

@@ -7,7 +7,7 @@
 // It mirrors the replace block of k8s.io/kubernetes v1.38.0-beta.0's go.mod.
 module drtool/lab/gomod/kube-v1.38.0-beta.0
 
-// Kubernetes v1.38 needs Go 1.27: drtool_lab.gomods.toolchain has the build fetch it once when older.
+// Kubernetes v1.38 needs Go 1.27: drtool_lab.gomods.toolchain has the build fetch NEWER_GO once.
 go 1.27.0
 
 require k8s.io/kubernetes v1.38.0-beta.0
