@@ -216,7 +216,11 @@ def _dry_run(run: _Restore) -> None:
 
 def _refuse_conflicts(run: _Restore) -> None:
     """existing=fail: find objects that exist and differ BEFORE writing anything."""
-    conflicts = [f"{t.key} {object_key(rec['object'])}" for t, rec in _all_records(run) if run.applier.differs(rec, t)]
+    conflicts = [
+        f"{t.key} {object_key(rec['object'])}"
+        for t, rec in _all_records(run)
+        if not kept_crd(run.versions, t, rec["object"]) and run.applier.differs(rec, t)
+    ]
     if conflicts:
         more = f" (+{len(conflicts) - 3} more)" if len(conflicts) > 3 else ""
         raise UsageError(

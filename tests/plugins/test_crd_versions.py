@@ -140,6 +140,11 @@ def test_restored_through_the_version_the_upgraded_crd_serves(
     assert [(v["name"], v["served"], v["storage"]) for v in kept] == [("v1alpha1", False, False), ("v1", True, True)]
     check = next(c for c in outcome.checks if c.name == "kubernetes: customresourcedefinitions.apiextensions.k8s.io")
     assert f"kept from the target (not compared): {CRD_NAME}" in check.detail
+    # a rerun that refuses any difference: the kept CRD is no conflict, the converted gadgets are unchanged
+    again = run_restore(
+        repo, gadgets_backup, KubernetesPlugin(), {"kubeconfig": kube_target.kubeconfig}, options={"existing": "fail"}
+    )
+    assert not again.result.changed, again.result.summary
 
 
 def refusal(repo: Repository, manifest: Manifest, kube: KubeLab, installed: dict[str, Any]) -> str:
