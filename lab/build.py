@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from drtool_lab.bincache import binary_path, cache_dir, cached_binary
-from drtool_lab.gomods import BINARIES, KUBE_VERSION, lab_binaries, lab_binary
+from drtool_lab.gomods import BINARIES, KUBE_RELEASES, KUBE_VERSION, lab_binaries, lab_binary, versioned
 from drtool_lab.gorun import run_go
 
 from drtool.environ import child_env
@@ -43,9 +43,10 @@ def minio_binary() -> Path:
     return go_binary("minio", MINIO_MODULE, MINIO_VERSION)
 
 
-def kube_apiserver_binary() -> Path:
-    """The lab's kube-apiserver (Kubernetes ``KUBE_VERSION``), built from ``gomod/lab`` if missing."""
-    return lab_binary("kube-apiserver")
+def kube_apiserver_binary(kubernetes: str = KUBE_VERSION) -> Path:
+    """The lab's kube-apiserver of Kubernetes ``kubernetes`` (default ``KUBE_VERSION``, from ``gomod/lab``;
+    another release from ``gomod/kube-<release>``), built if missing."""
+    return lab_binary(versioned("kube-apiserver", kubernetes))
 
 
 def _install(module: str, version: str, target: Path) -> None:
@@ -70,6 +71,8 @@ BUILDERS: dict[str, Callable[[], object]] = {
     "minio": minio_binary,
     "lab": lambda: "\n".join(str(p) for p in lab_binaries(BINARIES).values()),
     **{name: (lambda name=name: lab_binary(name)) for name in BINARIES},  # type: ignore[misc]
+    # kube-apiserver of the other Kubernetes releases (the cross-version restore tests)
+    **{f"kube-apiserver@{v}": (lambda v=v: kube_apiserver_binary(v)) for v in KUBE_RELEASES},  # type: ignore[misc]
 }
 
 

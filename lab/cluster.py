@@ -18,6 +18,7 @@ import json
 from typing import Any
 
 from drtool_lab.components.kube_apiserver import KubeApiserver
+from drtool_lab.gomods import KUBE_VERSION
 from drtool_lab.lab import BARE_KINDS, LIVING_KINDS, Lab
 
 KINDS: tuple[str, ...] = LIVING_KINDS
@@ -25,9 +26,10 @@ OBJECTS_PER_SCALE = 250  # scale 1 is the base seed (about 200 objects); scale N
 
 
 def cluster_kinds(lab: Lab) -> tuple[str, ...]:
-    """The living lab's kinds, unless the lab already has an API server without a controller-manager."""
+    """The living lab's kinds, unless the lab already has an API server without a controller-manager, or
+    runs another Kubernetes release (whose labs are bare: docs/lab.md, "Another Kubernetes version")."""
     bare = lab.first("kube-apiserver") is not None and lab.first("kube-controller-manager") is None
-    return BARE_KINDS if bare else LIVING_KINDS
+    return BARE_KINDS if bare or lab.kubernetes != KUBE_VERSION else LIVING_KINDS
 
 
 def apiserver(lab: Lab) -> KubeApiserver:

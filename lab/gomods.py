@@ -17,12 +17,13 @@ import functools
 import hashlib
 import os
 import re
+import subprocess
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from drtool_lab.bincache import binary_path, cache_dir, locked
-from drtool_lab.gorun import run_go
+from drtool_lab.gorun import go_executable, run_go
 
 from drtool.environ import child_env
 from drtool.errors import SourceError, UsageError
@@ -34,6 +35,10 @@ GOMOD = Path(__file__).parent / "gomod"
 # release. The publish time of that release on the module proxy is the build date (reproducible builds).
 KUBE_VERSION = "v1.37.2"
 KUBE_BUILD_DATE = "2026-10-27T12:01:04Z"
+# Other Kubernetes releases the lab runs (`drtool lab up --kubernetes`, docs/lab.md): release -> build date.
+# Each has its own build module ``gomod/kube-<release>`` that builds kube-apiserver only (a bare lab: restores
+# across versions need the API server, and a controller-manager may not be newer than its API server).
+KUBE_RELEASES: dict[str, str] = {"v1.35.4": "2026-04-15T18:01:22Z", "v1.38.0-beta.0": "2026-11-06T00:02:25Z"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,28 +106,47 @@ def pin_hash(gomod: str) -> str:
     return hashlib.sha256((GOMOD / gomod / "go.sum").read_bytes()).hexdigest()[:8]
 
 
-def check_kube_pin(gomod: Path) -> None:
-    """Refuse to build when go.mod and ``KUBE_VERSION`` disagree: the stamped version and date would lie."""
-    pinned = re.search(r"^\s*k8s\.io/kubernetes (v\S+)$", (gomod / "go.mod").read_text(), re.MULTILINE)
-    if not pinned or pinned.group(1) != KUBE_VERSION:
+def check_kube_pin(gomod: Path, version: str = KUBE_VERSION) -> None:
+    """Refuse to build when go.mod and the release it is meant to build disagree: the stamped version and
+    date would lie."""
+    pinned = re.search(r"^\s*(?:require )?k8s\.io/kubernetes (v\S+)$", (gomod / "go.mod").read_text(), re.MULTILINE)
+    if not pinned or pinned.group(1) != version:
         found = pinned.group(1) if pinned else "no k8s.io/kubernetes requirement"
         raise SourceError(
-            f"{gomod / 'go.mod'} pins {found} but drtool_lab.gomods.KUBE_VERSION is {KUBE_VERSION}",
+            f"{gomod / 'go.mod'} pins {found} but drtool_lab.gomods expects {version}",
             "bump both together (docs/lab-builds.md, 'The pins')",
         )
 
 
-def kube_ldflags(version: str) -> list[str]:
+def kube_ldflags(version: str, build_date: str = KUBE_BUILD_DATE) -> list[str]:
     """``-X`` flags for what upstream's hack/lib/version.sh sets from git (else it reports v0.0.0-master)."""
-    major, minor = re.fullmatch(r"v(\d+)\.(\d+)\.\d+", version).groups()  # type: ignore[union-attr]
+    major, minor = re.fullmatch(r"v(\d+)\.(\d+)\.\d+(?:-[\w.]+)?", version).groups()  # type: ignore[union-attr]
     values = {"gitVersion": version, "gitMajor": major, "gitMinor": minor, "gitTreeState": "clean"}
-    return [f"-X k8s.io/component-base/version.{k}={v}" for k, v in (values | {"buildDate": KUBE_BUILD_DATE}).items()]
+    return [f"-X k8s.io/component-base/version.{k}={v}" for k, v in (values | {"buildDate": build_date}).items()]
+
+
+def kube_release(version: str) -> str:
+    """``version`` if the lab can run that Kubernetes release, else a UsageError naming the ones it can."""
+    if version != KUBE_VERSION and version not in KUBE_RELEASES:
+        choices = ", ".join([KUBE_VERSION, *KUBE_RELEASES])
+        raise UsageError(f"the lab cannot run Kubernetes {version!r}", f"choose from {choices}")
+    return version
+
+
+def versioned(name: str, kubernetes: str) -> str:
+    """The lab binary name for Kubernetes server ``name`` of release ``kubernetes`` (``kube-apiserver@v1.35.4``);
+    the plain name for the default release."""
+    return name if kube_release(kubernetes) == KUBE_VERSION else f"{name}@{kubernetes}"
 
 
 def _ldflags(gomod: str) -> str:
     """Release builds' ``-s -w`` and each binary's version stamp (a ``-X`` for a package not linked is ignored)."""
     flags = ["-s", "-w"]
-    if gomod == "lab":
+    if gomod.startswith("kube-"):
+        release = gomod.removeprefix("kube-")
+        check_kube_pin(GOMOD / gomod, release)
+        flags += kube_ldflags(release, KUBE_RELEASES[release])
+    elif gomod == "lab":
         check_kube_pin(GOMOD / gomod)
         flags += kube_ldflags(KUBE_VERSION)
         flags.append(f"-X sigs.k8s.io/kwok/pkg/consts.Version={required_version(gomod, 'sigs.k8s.io/kwok')[1:]}")
@@ -135,13 +159,13 @@ def _ldflags(gomod: str) -> str:
 
 def lab_binaries(names: Iterable[str]) -> dict[str, Path]:
     """The cached binaries for ``names``, building the missing ones (one ``go build`` per build module)."""
-    wanted = [_known(n) for n in dict.fromkeys(names)]
-    for gomod in sorted({b.gomod for b in wanted if not b.path.is_file()}):
+    wanted = {n: _known(n) for n in dict.fromkeys(names)}
+    for gomod in sorted({b.gomod for b in wanted.values() if not b.path.is_file()}):
         with locked(cache_dir() / "bin" / f".gomod-{gomod}.lock"):
-            missing = [b for b in wanted if b.gomod == gomod and not b.path.is_file()]
+            missing = [b for b in wanted.values() if b.gomod == gomod and not b.path.is_file()]
             if missing:
                 _build(gomod, missing)
-    return {b.name: b.path for b in wanted}
+    return {n: b.path for n, b in wanted.items()}
 
 
 def lab_binary(name: str) -> Path:
@@ -149,9 +173,41 @@ def lab_binary(name: str) -> Path:
 
 
 def _known(name: str) -> LabBinary:
+    """A binary of ``BINARIES``, or ``kube-apiserver@<release>`` of another Kubernetes release."""
+    base, _, release = name.partition("@")
+    if release and base == "kube-apiserver":
+        return BINARIES[base] if kube_release(release) == KUBE_VERSION else kube_apiserver_of(release)
     if name not in BINARIES:
         raise UsageError(f"no lab binary named {name!r}", f"choose from {', '.join(BINARIES)}")
     return BINARIES[name]
+
+
+def kube_apiserver_of(release: str) -> LabBinary:
+    """kube-apiserver of another Kubernetes release, from its own build module ``gomod/kube-<release>``."""
+    return LabBinary("kube-apiserver", f"{_KUBE}/cmd/kube-apiserver", _KUBE, f"kube-{release}")
+
+
+# the Go release a build module that needs a newer Go than the installed one is built with
+# (docs/lab-builds.md, "The pins": the approved switch)
+NEWER_GO = "go1.27.3"
+
+
+def toolchain(gomod: str) -> str:
+    """``GOTOOLCHAIN`` for a build module: ``local``, unless its go.mod needs a newer Go than the one installed
+    (Kubernetes v1.38 needs Go 1.27): then ``NEWER_GO``, which Go fetches once through the module proxy and
+    verifies against its checksum database."""
+    needed = re.search(r"^go (\d+(?:\.\d+)*)$", (GOMOD / gomod / "go.mod").read_text(), re.MULTILINE)
+    local = subprocess.run([go_executable(), "env", "GOVERSION"], capture_output=True, text=True, check=True)
+    have = re.match(r"go(\d+(?:\.\d+)*)", local.stdout.strip())
+    if needed and have and _release(needed.group(1)) > _release(have.group(1)):
+        if _release(needed.group(1)) > _release(NEWER_GO.removeprefix("go")):
+            raise SourceError(f"lab/gomod/{gomod} needs Go {needed.group(1)}", "raise NEWER_GO in lab/gomods.py")
+        return NEWER_GO
+    return "local"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split("."))
 
 
 def _build(gomod: str, binaries: list[LabBinary]) -> None:
@@ -159,11 +215,12 @@ def _build(gomod: str, binaries: list[LabBinary]) -> None:
 
     Every missing binary of the module is built at once: one compile of the shared packages, parallel links.
     ``-mod=readonly`` (explicit, so a GOFLAGS=-mod=mod in the caller's environment cannot loosen it) makes
-    go.mod/go.sum the pin; ``GOTOOLCHAIN=local`` keeps Go from fetching another toolchain; ``CGO_ENABLED=0``
+    go.mod/go.sum the pin; ``GOTOOLCHAIN=local`` keeps Go from fetching another toolchain (unless go.mod
+    needs a newer one: ``toolchain``); ``CGO_ENABLED=0``
     gives static binaries, as upstream ships them, and needs no C compiler.
     """
     target_dir = cache_dir() / "bin"
-    env = child_env({"CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"})
+    env = child_env({"CGO_ENABLED": "0", "GOTOOLCHAIN": toolchain(gomod), "GOFLAGS": "-mod=readonly"})
     ldflags = _ldflags(gomod)
     what = f"{', '.join(b.name for b in binaries)} (gomod/{gomod})"
     with tempfile.TemporaryDirectory(dir=target_dir, prefix=f".gomod-{gomod}.") as tmp:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from drtool_lab.components import KINDS, Component
-from drtool_lab.gomods import lab_binaries
+from drtool_lab.gomods import KUBE_VERSION, kube_release, lab_binaries
 
 from drtool.errors import NotFound, UsageError
 
@@ -37,6 +37,9 @@ LIVING_KINDS: tuple[str, ...] = (
     "kueue",
     "cert-manager",
 )
+
+# control-plane servers that must match the API server's release: built for KUBE_VERSION only
+DEFAULT_RELEASE_ONLY: tuple[str, ...] = ("kube-controller-manager", "kube-scheduler")
 
 
 @runtime_checkable
@@ -57,11 +60,16 @@ def labs_root() -> Path:
 
 
 class Lab:
-    def __init__(self, name: str, root: Path | None = None) -> None:
+    """``kubernetes``: the Kubernetes release its API server runs (default ``KUBE_VERSION``). Another release
+    runs bare: the lab's controller-manager and scheduler are built for ``KUBE_VERSION`` only, and a
+    controller-manager newer than its API server is outside Kubernetes' version skew policy."""
+
+    def __init__(self, name: str, root: Path | None = None, kubernetes: str = KUBE_VERSION) -> None:
         if not _NAME.match(name):
             raise UsageError(f"invalid lab name {name!r}", "use lowercase letters, digits and dashes")
         self.name = name
         self.root = (root or labs_root()) / name
+        self.kubernetes = kube_release(kubernetes)
         self.components: dict[str, Component] = {}
 
     @property
@@ -73,7 +81,9 @@ class Lab:
         lab = cls(name, root)
         if not lab.state_file.exists():
             raise NotFound(f"no lab named {name!r}", "start one with `drtool lab up --name NAME`")
-        for cname, state in json.loads(lab.state_file.read_text())["components"].items():
+        saved = json.loads(lab.state_file.read_text())
+        lab.kubernetes = saved.get("kubernetes", KUBE_VERSION)
+        for cname, state in saved["components"].items():
             lab.components[cname] = KINDS[state["kind"]].from_state(state)
         return lab
 
@@ -84,7 +94,11 @@ class Lab:
 
     def save(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        state = {"name": self.name, "components": {n: c.to_state() for n, c in self.components.items()}}
+        state = {
+            "name": self.name,
+            "kubernetes": self.kubernetes,
+            "components": {n: c.to_state() for n, c in self.components.items()},
+        }
         tmp = self.state_file.with_suffix(".tmp")
         tmp.touch(mode=0o600)  # holds lab-only server credentials (MinIO)
         tmp.write_text(json.dumps(state, indent=2))
@@ -93,6 +107,14 @@ class Lab:
     def add(self, kind: str, name: str | None = None, **settings: object) -> Component:
         if kind not in KINDS:
             raise UsageError(f"unknown lab component {kind!r}", f"choose from {', '.join(sorted(KINDS))}")
+        if self.kubernetes != KUBE_VERSION:
+            if kind in DEFAULT_RELEASE_ONLY:
+                raise UsageError(
+                    f"lab {self.name} runs Kubernetes {self.kubernetes}: its {kind} is built for {KUBE_VERSION} only",
+                    f"a lab of another Kubernetes release runs bare ({' + '.join(BARE_KINDS)})",
+                )
+            if kind == "kube-apiserver":
+                settings.setdefault("kubernetes", self.kubernetes)
         cname = name or kind
         component = KINDS[kind](name=cname, dir=str(self.root / cname), **settings)
         self.components[cname] = component

@@ -44,6 +44,10 @@ python -m drtool_lab.build minio >/dev/null
 # kube-apiserver, kube-controller-manager, kube-scheduler, kwok, registry, cert-manager, Kueue: one go build
 # per build module, progress on stderr (cold: see docs/lab-builds.md)
 python -m drtool_lab.build lab >/dev/null
+# kube-apiserver of two other Kubernetes releases for tests/plugins/test_kube_versions.py (one go build each,
+# kube-apiserver only; v1.38 fetches Go 1.27.3 once): about 8 CPU-minutes each cold, so ~10 min on an idle
+# 2-core machine (docs/lab-builds.md, "Other Kubernetes releases"); nothing warm
+python -m drtool_lab.build kube-apiserver@v1.35.4 kube-apiserver@v1.38.0-beta.0 >/dev/null
 python -c "from drtool_lab.plugins.helm import helm_cli; helm_cli()" >/dev/null  # Helm CLI for test_helm: ~3 min cold
 if [ "$(id -u)" = 0 ]; then  # test_image (root only): Debian base + pinned wheels, ~1.5 min cold
   python -m tests.fixtures.image >/dev/null

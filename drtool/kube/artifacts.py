@@ -40,11 +40,14 @@ def types_in(ctx: RestoreContext) -> list[ResourceType]:
 
 def checked(rec: dict[str, Any], t: ResourceType) -> dict[str, Any]:
     """A record whose object's namespace and name are each one API path segment: they are put into the URL
-    the object is applied at, where ``..`` or a '/' would address another resource or a subresource."""
+    the object is applied at, where ``..`` or a '/' would address another resource or a subresource.
+    The object is in ``t``'s version: the one it was backed up in, or the one a restore into another
+    Kubernetes version sends it in (``versions.py``, which checked the target accepts it so)."""
     meta = rec["object"]["metadata"]
     if meta.get("namespace") is not None:
         paths.segment(meta["namespace"], f"{t.key} namespace")
     paths.segment(meta.get("name"), f"{t.key} name")
+    rec["object"]["apiVersion"] = t.api_version
     return rec
 
 

@@ -134,6 +134,21 @@ def discover(client: KubeClient, crds: dict[tuple[str, str], CrdInfo]) -> tuple[
     return sorted(types, key=lambda t: (t.group, t.resource)), stale
 
 
+def served_versions(client: KubeClient) -> dict[tuple[str, str], tuple[str, ...]]:
+    """``(group, resource) -> every version the server serves it in`` (preferred first): what a restore into
+    another Kubernetes version resolves the backup's versions against (``versions.py``)."""
+    groups, _stale = _aggregated(client)
+    if groups is None:
+        groups, _stale = _legacy(client)
+    served: dict[tuple[str, str], tuple[str, ...]] = {}
+    for group, versions in groups:
+        for version, resources in versions:
+            for res in resources:
+                key = (group, res["resource"])
+                served[key] = (*served.get(key, ()), version)
+    return served
+
+
 def _resource(group: str, version: str, res: dict[str, Any], crd: CrdInfo | None) -> ResourceType:
     return ResourceType(
         group=group,

@@ -2,6 +2,8 @@
 
 1. Read every artifact once to the end: the store verifies each one's hash, so nothing is written from
    a damaged backup (and the pass learns which uids are owners).
+   Then every type is resolved against the versions the target serves (``versions.py``: another
+   Kubernetes release, a newer CRD): converted through a served version, or refused by name.
 2. With ``existing: fail``, compare every object that already exists in the target with the backup
    (a digest of each, from one LIST per type) and stop before writing anything if one differs.
 3. CRDs, then wait until each is Established and its resources are served.
@@ -32,6 +34,7 @@ from .discovery import ResourceType
 from .objects import object_key
 from .order import levels
 from .settings import Connection, RestoreOptions
+from .versions import check_converted, kept_crd, resolve
 
 log = logging.getLogger(__name__)
 MAX_LISTED = 50  # object names listed per outcome in a result's details
@@ -81,8 +84,11 @@ class Tally:
 class _Restore:
     def __init__(self, ctx: RestoreContext, client: KubeClient, opts: RestoreOptions) -> None:
         self.ctx, self.client, self.opts = ctx, client, opts
-        self.types = types_in(ctx)
-        self.scan = scan(ctx, self.types)  # pass 1: verifies every artifact before anything is written
+        backed_up = types_in(ctx)
+        self.scan = scan(ctx, backed_up)  # pass 1: verifies every artifact before anything is written
+        self.versions = resolve(client, backed_up, self.scan.crd_names)  # another Kubernetes version
+        check_converted(client, ctx, self.versions)
+        self.types = self.versions.types
         self.existing = Existing(client)
         self.owners = Owners(self.existing, self.types, self.scan.uids, self.scan.owner_uids)
         self.applier = Applier(client, opts, self.existing, self.owners)
@@ -163,6 +169,10 @@ def _raise_failures(futures: list[Future[None]], wait: bool = False) -> list[Fut
 
 def _apply_one(run: _Restore, t: ResourceType, rec: dict[str, Any], final: bool) -> None:
     key = object_key(rec["object"])
+    if kept_crd(run.versions, t, rec["object"]):
+        run.tally.add(t, "kept", key)  # the target operator's newer CRD
+        run.progress.advance(1)
+        return
     try:
         outcome = run.applier.apply(rec, t, final)
     except ApiError as exc:
@@ -195,7 +205,8 @@ def _dry_run(run: _Restore) -> None:
     def one(t: ResourceType, rec: dict[str, Any]) -> None:
         key = object_key(rec["object"])
         try:
-            run.tally.add(t, run.applier.classify(rec, t), key)
+            outcome = "unchanged" if kept_crd(run.versions, t, rec["object"]) else run.applier.classify(rec, t)
+            run.tally.add(t, outcome, key)
         except ApiError as exc:
             run.tally.fail(t, key, exc)
 
@@ -205,7 +216,11 @@ def _dry_run(run: _Restore) -> None:
 
 def _refuse_conflicts(run: _Restore) -> None:
     """existing=fail: find objects that exist and differ BEFORE writing anything."""
-    conflicts = [f"{t.key} {object_key(rec['object'])}" for t, rec in _all_records(run) if run.applier.differs(rec, t)]
+    conflicts = [
+        f"{t.key} {object_key(rec['object'])}"
+        for t, rec in _all_records(run)
+        if not kept_crd(run.versions, t, rec["object"]) and run.applier.differs(rec, t)
+    ]
     if conflicts:
         more = f" (+{len(conflicts) - 3} more)" if len(conflicts) > 3 else ""
         raise UsageError(
@@ -223,17 +238,20 @@ def _result(run: _Restore, seconds: float) -> RestoreResult:
         "owners_remapped": len(run.owners.new),
         "owner_references_dropped": run.owners.dropped,
         "seconds": round(seconds, 3),
+        "versions": run.versions.details(),
     }
     if run.opts.dry_run:
         details |= t.would()
         details["would_fail"] = t.failed  # rejected by the server's own validation and admission
         rejected = f", {len(t.failed)} REJECTED (see would_fail)" if t.failed else ""
-        return RestoreResult(changed=False, summary=t.dry_run_summary(run.client.server, rejected), details=details)
+        note = rejected + run.versions.summary()
+        return RestoreResult(changed=False, summary=t.dry_run_summary(run.client.server, note), details=details)
     details["changed_objects"] = t.names.get("changed", [])
     summary = (
         f"{t.objects()} objects into {run.client.server} in {seconds:.1f}s: {t.total('created')} created, "
         f"{t.total('changed')} changed, {t.total('unchanged')} unchanged, {t.total('skipped')} skipped (existing)"
     )
     if t.total("kept"):
-        summary += f", {t.total('kept')} kept from the target's own install (webhooks, aggregated APIs)"
+        summary += f", {t.total('kept')} kept from the target's own install (webhooks, aggregated APIs, newer CRDs)"
+    summary += run.versions.summary()
     return RestoreResult(changed=t.changed(), summary=summary, details=details)

@@ -123,14 +123,19 @@ def check_type(
     restore_status: bool,
     image_map: Mapping[str, str] | None = None,
     settle_until: float = 0.0,
+    left_alone: Mapping[str, str] | None = None,
 ) -> Check:
     """One type compared; drifting objects are read again until ``settle_until`` (``time.monotonic()``: one
-    deadline for a whole verify, see ``settle_deadline``)."""
+    deadline for a whole verify, see ``settle_deadline``). ``left_alone``: keys the restore deliberately did
+    not write (the target's newer CRDs, ``versions.py``) -> why; listed, not compared."""
     cmp = _Compare(ctx, client, t, ns_map, _with_status(t, restore_status), image_map)
     backup = _Side()
     namespaces: set[str] = set()
+    left_alone = left_alone or {}
     for rec in records(ctx, t):
         key = target_key(rec["object"], t, ns_map)
+        if key in left_alone:
+            continue
         backup.digests[key] = digest(cmp.backup_form(rec))
         if "/" in key:
             namespaces.add(key.split("/", 1)[0])
@@ -147,6 +152,7 @@ def check_type(
         f"{len(backup.digests)} in backup, {len(present)} in target (+{extra} not in backup); "
         f"hash {backup.hash()} backup, {live.hash(set(backup.digests))} target (the backup's fields)"
     ]
+    lines += [f"kept from the target (not compared): {key}: {why}" for key, why in sorted(left_alone.items())]
     if missing:
         lines.append(f"missing: {_names(missing)}")
     if failing:

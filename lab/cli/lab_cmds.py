@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from drtool_lab.components import KINDS
 from drtool_lab.components.kube_apiserver import KubeApiserver
+from drtool_lab.gomods import KUBE_RELEASES, KUBE_VERSION
 from drtool_lab.lab import BARE_KINDS, LIVING_KINDS, Lab
 from rich.table import Table
 
@@ -27,12 +28,26 @@ def up(
     bare: Annotated[
         bool, typer.Option("--bare", help=f"Only {' + '.join(BARE_KINDS)}: objects are stored, nothing runs.")
     ] = False,
+    kubernetes: Annotated[
+        str | None,
+        typer.Option(
+            "--kubernetes",
+            help=f"Kubernetes release of the API server ({', '.join([KUBE_VERSION, *KUBE_RELEASES])}; "
+            f"default {KUBE_VERSION}). Another release runs bare.",
+        ),
+    ] = None,
 ) -> None:
     """Start a lab (components already running are left alone; what a component needs is started too)."""
     if bare and with_:
         raise UsageError("--bare and --with both choose the components", "give one of them")
-    lab = Lab.load(name) if name in Lab.names() else Lab(name)
-    lab.up(with_ or (BARE_KINDS if bare else LIVING_KINDS))
+    lab = Lab.load(name) if name in Lab.names() else Lab(name, kubernetes=kubernetes or KUBE_VERSION)
+    if kubernetes and kubernetes != lab.kubernetes:
+        raise UsageError(
+            f"lab {name} runs Kubernetes {lab.kubernetes}, not {kubernetes}",
+            f"`drtool lab down {name}` first, or choose another --name",
+        )
+    living = LIVING_KINDS if lab.kubernetes == KUBE_VERSION else BARE_KINDS
+    lab.up(with_ or (BARE_KINDS if bare else living))
     console.print(f"lab {name} is up")
     _print_components(lab)
 

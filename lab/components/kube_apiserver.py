@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import requests
-from drtool_lab.build import kube_apiserver_binary
+from drtool_lab.build import KUBE_VERSION, kube_apiserver_binary
+from drtool_lab.gomods import versioned
 
 from drtool.errors import SourceError
 from drtool.servers import pki, process
@@ -118,11 +119,15 @@ class KubeApiserver(Component):
     service_account_key: str = ""
     encryption_config: str = ""
     encrypt_secrets: bool = True
+    # the Kubernetes release it runs (`drtool lab up --kubernetes`); empty: the lab's default, KUBE_VERSION
+    kubernetes: str = ""
     # on when the lab runs a kube-controller-manager (set by ``link``), which creates the ServiceAccounts
     service_account_admission: bool = False
 
     def __post_init__(self) -> None:
         self.secure_port = self.secure_port or process.free_port()
+        if self.kubernetes:  # another release: its own binary, which `Lab.up` builds with the others
+            self.binaries = (versioned("kube-apiserver", self.kubernetes),)  # type: ignore[misc]
 
     # --- where things are ---------------------------------------------------------------------------
 
@@ -243,12 +248,15 @@ class KubeApiserver(Component):
             flags["encryption-provider-config"] = str(self.encryption_config_path)
         if not _has_default_route():
             flags |= {"advertise-address": "127.0.0.1", "endpoint-reconciler-type": "none"}
-        return [str(kube_apiserver_binary()), *(f"--{k}={v}" for k, v in flags.items())]
+        return [str(self.binary()), *(f"--{k}={v}" for k, v in flags.items())]
+
+    def binary(self) -> Path:
+        return kube_apiserver_binary(self.kubernetes or KUBE_VERSION)
 
     # --- lifecycle ----------------------------------------------------------------------------------
 
     def start(self, timeout: float = 120.0) -> None:
-        kube_apiserver_binary()  # may build first (minutes): do it before the readiness clock starts
+        self.binary()  # may build first (minutes): do it before the readiness clock starts
         if not self.etcd_servers:
             raise SourceError(f"kube-apiserver {self.name} has no etcd_servers", "start it through a Lab with an etcd")
         self.path.mkdir(parents=True, exist_ok=True)

@@ -11,11 +11,12 @@ from typing import Any
 from drtool.errors import DrtoolError
 from drtool.kube.artifacts import types_in
 from drtool.kube.client import KubeClient
-from drtool.kube.discovery import ResourceType
+from drtool.kube.discovery import CRDS, ResourceType
 from drtool.kube.installed import check_installed, kept
 from drtool.kube.left import check_left
 from drtool.kube.settings import Connection, RestoreOptions
 from drtool.kube.verify import check_type, crds_established, nothing_terminating, settle_deadline
+from drtool.kube.versions import VersionPlan, backup_crd_names, resolve
 from drtool.plugin.contract import Check, RestoreContext
 
 
@@ -26,9 +27,11 @@ def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[
     ns_map = dict(opts.namespace_map)
     try:
         client = KubeClient(Connection.from_mapping(target))
-        types = types_in(ctx)
+        backed_up = types_in(ctx)
+        versions = resolve(client, backed_up, backup_crd_names(ctx, backed_up))  # as the restore sent them
+        types = versions.types
         deadline = settle_deadline(opts.settle)
-        checks = [_guard(t.key, lambda t=t: _check(ctx, client, t, opts, deadline)) for t in types]
+        checks = [_guard(t.key, lambda t=t: _check(ctx, client, t, opts, deadline, versions)) for t in types]
         left = _guard("left to controllers", lambda: check_left(ctx, client, types, ns_map))
         checks += [c for c in [left] if c is not None]
         checks.append(_guard("CRDs Established", lambda: crds_established(ctx, client, types)))
@@ -38,11 +41,19 @@ def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[
     return checks
 
 
-def _check(ctx: RestoreContext, client: KubeClient, t: ResourceType, opts: RestoreOptions, deadline: float) -> Check:
+def _check(
+    ctx: RestoreContext,
+    client: KubeClient,
+    t: ResourceType,
+    opts: RestoreOptions,
+    deadline: float,
+    versions: VersionPlan,
+) -> Check:
     if kept(t, opts.webhooks):
         return check_installed(ctx, client, t)
     ns_map, images = dict(opts.namespace_map), opts.image_registry_map
-    return check_type(ctx, client, t, ns_map, opts.restore_status, images, settle_until=deadline)
+    left = versions.kept_crds if t.key == CRDS else None
+    return check_type(ctx, client, t, ns_map, opts.restore_status, images, settle_until=deadline, left_alone=left)
 
 
 def _guard(name: str, fn: Any) -> Any:

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 from drtool_lab import gomods, gorun, kube_seed, upstream
+from drtool_lab.cluster import cluster_kinds
 from drtool_lab.components.kwok import node_pools, nodes
+from drtool_lab.lab import BARE_KINDS, Lab
 
-from drtool.errors import SourceError
+from drtool.errors import SourceError, UsageError
 
 
 def test_crd_pins_are_the_versions_the_controllers_are_built_from() -> None:
@@ -78,3 +80,42 @@ def test_the_gpu_node_pools_match_the_seeded_flavors() -> None:
     made = nodes()
     assert len(made) == sum(p["nodes"] for p in node_pools())
     assert all(n["metadata"]["annotations"] == {"kwok.x-k8s.io/node": "fake"} for n in made)
+
+
+def test_other_kubernetes_releases_have_their_own_build_module_and_cache_name(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("DRTOOL_CACHE", str(tmp_path))
+    for release in gomods.KUBE_RELEASES:
+        gomods.check_kube_pin(gomods.GOMOD / f"kube-{release}", release)  # go.mod pins what it claims
+        built = gomods._known(f"kube-apiserver@{release}")
+        assert built.version == release and built.gomod == f"kube-{release}"
+        assert built.path == tmp_path / "bin" / f"kube-apiserver-{release}-{gomods.pin_hash(f'kube-{release}')}"
+    assert gomods._known(f"kube-apiserver@{gomods.KUBE_VERSION}") is gomods.BINARIES["kube-apiserver"]
+    assert gomods.versioned("kube-apiserver", gomods.KUBE_VERSION) == "kube-apiserver"
+    assert gomods.versioned("kube-apiserver", "v1.35.4") == "kube-apiserver@v1.35.4"
+    with pytest.raises(UsageError, match=r"cannot run Kubernetes 'v1.30.0'") as refused:
+        gomods.versioned("kube-apiserver", "v1.30.0")
+    assert "choose from v1.37.2, v1.35.4, v1.38.0-beta.0" in refused.value.one_line()
+
+
+def test_a_release_build_stamps_its_version_and_fetches_a_newer_go_only_when_needed() -> None:
+    flags = gomods.kube_ldflags("v1.38.0-beta.0", gomods.KUBE_RELEASES["v1.38.0-beta.0"])
+    assert "-X k8s.io/component-base/version.gitMinor=38" in flags
+    assert "-X k8s.io/component-base/version.gitVersion=v1.38.0-beta.0" in flags
+    assert gomods.toolchain("lab") == "local"  # go 1.26.0: the Go this machine has
+    assert gomods.toolchain("kube-v1.38.0-beta.0") == "go1.27.3"  # Kubernetes v1.38 needs Go 1.27
+
+
+def test_a_lab_of_another_release_runs_bare_and_remembers_its_release(tmp_path: Path) -> None:
+    lab = Lab("old", root=tmp_path, kubernetes="v1.35.4")
+    server = lab.add("kube-apiserver")
+    assert server.kubernetes == "v1.35.4" and server.binaries == ("kube-apiserver@v1.35.4",)
+    with pytest.raises(UsageError, match=r"v1\.35\.4: its kube-controller-manager is built for v1\.37\.2"):
+        lab.add("kube-controller-manager")
+    lab.save()
+    assert Lab.load("old", root=tmp_path).kubernetes == "v1.35.4"
+    assert Lab("new", root=tmp_path).add("kube-apiserver").binaries == ("kube-apiserver",)
+    with pytest.raises(UsageError, match="cannot run Kubernetes"):
+        Lab("bad", root=tmp_path, kubernetes="v2.0.0")
+    assert cluster_kinds(Lab("seeded", root=tmp_path, kubernetes="v1.38.0-beta.0")) == BARE_KINDS  # lab support
