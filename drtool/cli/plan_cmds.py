@@ -232,7 +232,9 @@ def print_dry_run(plan: Plan, backup_id: str, planned: list[PlannedStep], as_jso
     console.print(table)
     for p in planned:
         for rewrite in p.rewrites:
-            console.print(f"transform in step {p.id}: {Rewrite(**rewrite).line()}", markup=False, highlight=False)
+            console.print(
+                f"transform in step {p.id}: {Rewrite(**rewrite).line()}", markup=False, highlight=False, soft_wrap=True
+            )
     console.print("nothing was written; every chunk the restore needs is in the store")
 
 

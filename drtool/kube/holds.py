@@ -11,7 +11,8 @@ backup's value), so a release needs nothing but the target cluster and puts back
   ``spec.runPolicy.suspend: true``; Flux Kustomizations and HelmReleases: ``spec.suspend: true``;
 - Argo CD Applications: ``spec.syncPolicy.automated`` removed (manual sync only);
 - a workload Kueue manages (label ``kueue.x-k8s.io/queue-name``) also loses that label while held: Kueue
-  admits a suspended Job and unsuspends it itself, so the label is what keeps Kueue away until the release;
+  admits a suspended Job and unsuspends it itself, so the label is what keeps Kueue away until the release,
+  which gives the label back and leaves the workload suspended for Kueue to admit and resume;
 - an object owned by another restored object (a JobSet's Jobs, a TrainJob's JobSet) is left to its owner:
   holding the owner holds it, and releasing it is the owner controller's job;
 - a Job that had completed in the source (condition ``Complete``) is restored as a record: held like the
@@ -78,6 +79,7 @@ def hold(record: Obj, t: ResourceType) -> bool:
         _set(obj, path, held_value)
     labels = (obj.get("metadata") or {}).get("labels") or {}
     if KUEUE_QUEUE_LABEL in labels:
+        was.pop(path, None)  # Kueue's to resume on admission: a release gives the label back, the rest stays held
         was[QUEUE_LABEL_PATH] = labels.pop(KUEUE_QUEUE_LABEL)
         if not labels:
             del obj["metadata"]["labels"]
