@@ -247,7 +247,9 @@ def test_full_cluster_rebuild_into_a_fresh_lab_with_the_source_stopped(source: S
     assert source.lab["kube-apiserver"].healthy()  # started again after the rehearsal
 
 
-@pytest.mark.parametrize("plan", ["kueue-quotas-only.yaml", "control-plane-from-etcd.yaml", "training-resume.yaml"])
+@pytest.mark.parametrize(
+    "plan", ["kueue-quotas-only.yaml", "control-plane-from-etcd.yaml", "training-resume.yaml", "gpu-pool-move.yaml"]
+)
 def test_shipped_plans_rehearse_into_a_fresh_lab(source: Source, tmp_path: Path, plan: str) -> None:
     options = RehearsalOptions(out_dir=tmp_path / "reports", labs_root=tmp_path)
     result = rehearse(load_plan(PLANS / plan), source.repo, options)

@@ -33,9 +33,9 @@ def _plan(path: Path, target: KubeLab, transforms: dict[str, Any]) -> Path:
         "name": "gpu-pool-map",
         "target": {"kueue": {"kubeconfig": target.kubeconfig}, "kubernetes": {"kubeconfig": target.kubeconfig}},
         "transforms": transforms,
-        "steps": [
-            {"id": "quotas", "uses": "kueue", "with": {"allow_missing": "kubeconfig-secret"}},
-            {"id": "objects", "uses": "kubernetes", "needs": ["quotas"], "with": {"settle": 5}},
+        "steps": [  # in the order of restore-plans/gpu-pool-move.yaml: the objects, then Kueue's quotas
+            {"id": "objects", "uses": "kubernetes", "with": {"settle": 5}},
+            {"id": "quotas", "uses": "kueue", "needs": ["objects"], "with": {"allow_missing": "kubeconfig-secret"}},
         ],
     }
     path.write_text(yaml.safe_dump(plan, sort_keys=False))
