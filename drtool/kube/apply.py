@@ -11,7 +11,6 @@ object ends equal to the backup's.
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -25,6 +24,7 @@ from .transforms import Rewrite
 
 Obj = dict[str, Any]
 DEFER = "defer"
+SHAPED = "shaped"  # a record key: its object is in the form written to the target (held, transformed)
 _UNKNOWN = object()
 
 
@@ -127,12 +127,15 @@ class Applier:
         self.held: set[str] = set()  # what was restored held (drtool.kube.holds)
 
     def prepare(self, record: Obj, t: ResourceType, final: bool, quiet: bool = False) -> Obj | str:
-        # a copy: a record waiting for its owner is prepared again, and a swap (a -> b, b -> a) must not undo itself
+        # once per record: one waiting for its owner is prepared again, and a swap (a -> b, b -> a) of the
+        # transforms must not undo itself
         found: list[Rewrite] = []
-        record = copy.deepcopy(record)
-        if self.opts.hold and hold(record, t):
-            self.held.add(f"{t.kind} {object_key(record['object'])}")
-        body = self.opts.transforms.apply(body_for_apply(record, t), t, found)
+        if not record.get(SHAPED):
+            if self.opts.hold and hold(record, t):
+                self.held.add(f"{t.kind} {object_key(record['object'])}")
+            self.opts.transforms.apply(body_for_apply(record, t), t, found)
+            record[SHAPED] = True
+        body = record["object"]
         if record.get("owners"):
             ns = body["metadata"].get("namespace")
             refs = self.owners.remap(record["owners"], ns, final, f"{t.key} {object_key(body)}", quiet)

@@ -144,8 +144,7 @@ class Transforms:
         out: list[Rewrite] = [] if found is None else found
         who = f"{t.key} {object_key(obj)}"
         self._storage(obj, t, who, out)
-        self._images(obj, who, out)
-        self._node_labels(obj, who, out)
+        self._fields(obj, who, out)
         self._namespaces(obj, t, who, out)  # last: ``who`` names the object as the backup does
         return obj
 
@@ -172,29 +171,26 @@ class Transforms:
             out.append(Rewrite(STORAGE_CLASSES, f"{old} -> {new}", who,
                                f"metadata.annotations[{STORAGE_CLASS_ANNOTATION}]", old, new))  # fmt: skip
 
-    def _images(self, obj: Obj, who: str, out: list[Rewrite]) -> None:
-        if not self.image_registries:
+    def _fields(self, obj: Obj, who: str, out: list[Rewrite]) -> None:
+        """Images and node labels, in one walk over the object (the restore's hot path)."""
+        if not self.image_registries and not self.node_labels:
             return
-        for holder, key, path in _fields(obj, ""):
+        for holder, key, parent in _fields(obj, ""):
             value = holder[key]
-            if key != "image" or not isinstance(value, str) or not value or " " in value:
-                continue
-            host = registry_host(value)
-            if host in self.image_registries:
-                holder[key] = new = f"{self.image_registries[host]}/{_image_path(value, host)}"
-                out.append(Rewrite(IMAGE_REGISTRIES, f"{host} -> {self.image_registries[host]}", who, path, value, new))
-
-    def _node_labels(self, obj: Obj, who: str, out: list[Rewrite]) -> None:
-        if not self.node_labels:
-            return
-        for holder, key, path in list(_fields(obj, "")):
-            value = holder[key]
-            if key in NODE_LABEL_FIELDS and isinstance(value, dict):
-                holder[key] = self._map_selector(value, who, path, out)
-            elif key == "matchExpressions" and "nodeAffinity" in path and isinstance(value, list):
+            if key == "image" and self.image_registries and isinstance(value, str) and value and " " not in value:
+                host = registry_host(value)
+                if host in self.image_registries:
+                    holder[key] = new = f"{self.image_registries[host]}/{_image_path(value, host)}"
+                    rule = f"{host} -> {self.image_registries[host]}"
+                    out.append(Rewrite(IMAGE_REGISTRIES, rule, who, _join(parent, key), value, new))
+            elif key in NODE_LABEL_FIELDS and self.node_labels and isinstance(value, dict):
+                holder[key] = self._map_selector(value, who, _join(parent, key), out)
+            elif (
+                key == "matchExpressions" and self.node_labels and "nodeAffinity" in parent and isinstance(value, list)
+            ):
                 for i, expr in enumerate(value):
                     if isinstance(expr, dict):
-                        self._map_expression(expr, who, f"{path}[{i}]", out)
+                        self._map_expression(expr, who, f"{_join(parent, key)}[{i}]", out)
 
     def _map_selector(self, selector: dict[str, Any], who: str, path: str, out: list[Rewrite]) -> dict[str, Any]:
         mapped: dict[str, Any] = {}
@@ -242,16 +238,24 @@ class Transforms:
                                    f"subjects[{i}].namespace", origin, subject["namespace"]))  # fmt: skip
 
 
-def _fields(value: Any, path: str) -> Iterator[tuple[dict[str, Any], str, str]]:
-    """(the mapping, key, dotted path) of every mapping entry in a nested object, depth first."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            where = f"{path}.{key}" if path else str(key)
-            yield value, key, where
-            yield from _fields(item, where)
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            yield from _fields(item, f"{path}[{i}]")
+def _fields(value: Any, parent: str) -> Iterator[tuple[dict[str, Any], str, str]]:
+    """(the mapping, key, the dotted path of the mapping) of every mapping entry in a nested object. A stack,
+    not nested generators (the restore's hot path); a path is built only for what holds more (``_join`` makes
+    an entry's own when it is rewritten)."""
+    stack = [(value, parent)]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, dict):
+            for key, item in node.items():
+                yield node, key, path
+                if isinstance(item, dict | list):
+                    stack.append((item, _join(path, key)))
+        elif isinstance(node, list):
+            stack.extend((item, f"{path}[{i}]") for i, item in enumerate(node) if isinstance(item, dict | list))
+
+
+def _join(parent: str, key: str) -> str:
+    return f"{parent}.{key}" if parent else str(key)
 
 
 def _image_path(image: str, host: str) -> str:
