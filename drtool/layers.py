@@ -71,7 +71,8 @@ LAYERS = (
         "Kubernetes infrastructure",
         {
             "drtool.kube": "API client, discovery, cleaned objects, apply in dependency order, read-back checks, "
-            "the references restored objects carry",
+            "the references restored objects carry, a plan's transforms (`transforms.py`) and the holds on AI "
+            "workloads and GitOps apps (`holds.py`)",
         },
     ),
     Layer(

@@ -45,6 +45,7 @@ class Upstream:
     version: str
     h1: str  # the module zip's hash as go.sum records it
     crds: tuple[str, ...] = ()  # globs of the CRD files the lab installs, relative to the module's root
+    seeded: bool = True  # the seed installs its CRDs; False: only a test that names the module does
 
     @property
     def ref(self) -> str:
@@ -111,6 +112,21 @@ MODULES: dict[str, Upstream] = {
         "h1:9uwN5yxTWQl9PsF5ljX4xiG+7VIq3I9mxOQ0DyyZ31A=",
         ("config/crd/v1/bases/*.yaml",),
     ),
+    # GitOps controllers, for the holds' tests only (their modules need Go 1.27: no controller is built here)
+    "argo-cd": Upstream(
+        "github.com/argoproj/argo-cd/v3",
+        "v3.6.2",
+        "h1:t6RQrVV4hg9M0+lPMsUvi9e4RnYV9dE99/guXGxG6Lc=",
+        ("manifests/crds/application-crd.yaml",),
+        seeded=False,
+    ),
+    "flux-kustomize": Upstream(
+        "github.com/fluxcd/kustomize-controller",
+        "v1.10.1",
+        "h1:IjTnrkIy0ULJoTNC2ZKuMb32vkqj7dJ6zt6UqbTFxKA=",
+        ("config/crd/bases/kustomize.toolkit.fluxcd.io_kustomizations.yaml",),
+        seeded=False,
+    ),
 }
 
 
@@ -167,5 +183,6 @@ def yaml_docs(key: str, patterns: Iterable[str]) -> list[Obj]:
 
 
 def crds(keys: Iterable[str] | None = None) -> list[Obj]:
-    """Every CRD the lab installs (or those of ``keys``), in table order."""
-    return [d for key in (keys or MODULES) if MODULES[key].crds for d in yaml_docs(key, MODULES[key].crds)]
+    """Every CRD the seed installs (or those of ``keys``), in table order."""
+    keys = keys or [key for key, up in MODULES.items() if up.seeded]
+    return [d for key in keys if MODULES[key].crds for d in yaml_docs(key, MODULES[key].crds)]

@@ -16,6 +16,7 @@ from drtool.cli.run_view import RunView, live_rows, steps_table
 from drtool.cli.state import console, print_json, state
 from drtool.durations import format_duration
 from drtool.errors import ApprovalNeeded, SourceError, UsageError
+from drtool.kube.transforms import Rewrite
 from drtool.plans.approval import Approvals, require_same_plan
 from drtool.plans.dag import waves
 from drtool.plans.dryrun import PlannedStep, dry_run
@@ -165,6 +166,8 @@ def restore_with_plan(
     if dry:
         print_dry_run(plan, manifest.id, dry_run(loaded, repo, manifest), as_json)
         return
+    if plan.transforms.engine():
+        dry_run(loaded, repo, manifest)  # a transform rule that matches nothing stops the run before any write
     gates = gates or Gates()
     view = RunView(console, live=sys.stdout.isatty(), quiet=as_json)
     ask = view.ask if sys.stdin.isatty() else None
@@ -227,6 +230,11 @@ def print_dry_run(plan: Plan, backup_id: str, planned: list[PlannedStep], as_jso
         note = p.reason or (f"unset: {', '.join(p.unset)}" if p.unset else "")
         table.add_row(str(p.wave + 1), p.id, p.uses, p.action, str(p.artifacts), ", ".join(p.target_keys), note)
     console.print(table)
+    for p in planned:
+        for rewrite in p.rewrites:
+            console.print(
+                f"transform in step {p.id}: {Rewrite(**rewrite).line()}", markup=False, highlight=False, soft_wrap=True
+            )
     console.print("nothing was written; every chunk the restore needs is in the store")
 
 

@@ -3,8 +3,10 @@
 A finding inside the failure domain is **remediated** when the plan itself takes the restored platform off
 it, and the report names the step and how:
 
-- ``image_registry_map`` (a kubernetes step option or target setting, docs/images.md): restored workloads
-  pull from the mapped registry, so an image registry it maps is no longer pulled from;
+- the plan's ``transforms: image-registries`` (drtool.kube.transforms), and ``image_registry_map`` (a
+  kubernetes step option or target setting, docs/images.md): restored workloads pull from the mapped
+  registry, so an image registry it maps is no longer pulled from (``transforms: namespaces`` moves
+  Services as ``namespace_map`` does);
 - a plugin's restore that rewrites the field (``Field.rewritten``: model-registry version sources point at
   the target's artifact root);
 - a cluster Service name whose Service a step of the plan restores: in the new cluster the name resolves to
@@ -28,6 +30,7 @@ from typing import Any
 
 from drtool.independence.finder import ServiceKey
 from drtool.plans.schema import Plan
+from drtool.plugin.manager import load_plugins
 
 IMAGE_REGISTRY = "container image registry"
 CUTOVER_PURPOSE = "DNS record "
@@ -71,22 +74,36 @@ class Remedies:
         steps: Iterable[str],
     ) -> None:
         analysed = set(steps)
+        plugins = load_plugins()
         self._settings = {
-            s.id: {**targets.get(s.id, {}), **s.with_} for s in plan.steps if s.id in analysed
+            s.id: {
+                **targets.get(s.id, {}),
+                **plan.options_for(s, getattr(plugins.get(s.uses), "takes_transforms", False)),
+            }
+            for s in plan.steps
+            if s.id in analysed
         }  # options win over the target, as the plugins merge them
         self._restored: dict[ServiceKey, tuple[str, ServiceKey]] = {}  # where a Service will be -> step, origin
         self._moved: dict[ServiceKey, tuple[str, ServiceKey]] = {}  # a Service that namespace_map moves
         for step in plan.steps:
             if step.id not in analysed:
                 continue
-            ns_map = pairs(self._settings[step.id].get("namespace_map"))
+            ns_map = {**pairs(self._settings[step.id].get("namespace_map")), **self._transform(step.id, "namespaces")}
             for ns, name in services.get(step.uses, ()):
                 placed = (ns_map.get(ns, ns), name)
                 self._restored.setdefault(placed, (step.id, (ns, name)))
                 if placed != (ns, name):
                     self._moved[(ns, name)] = (step.id, placed)
 
+    def _transform(self, step: str, kind: str) -> dict[str, str]:
+        """One map of the plan's ``transforms:`` as the step's plugin receives it ({} when it takes none)."""
+        return pairs((self._settings.get(step, {}).get("transforms") or {}).get(kind))
+
     def for_image(self, registry: str, steps: Iterable[str]) -> Remedy | None:
+        for step in steps:
+            new = self._transform(step, "image-registries").get(registry)
+            if new:
+                return Remedy(step, f"transform image-registries points {registry} at {new}")
         found = self._mapped("image_registry_map", registry, steps)
         return Remedy(found[0], f"image_registry_map points {registry} at {found[1]}") if found else None
 

@@ -17,12 +17,14 @@ from typing import Any
 
 from .client import APPLY_PATCH, FIELD_MANAGER, ApiError, KubeClient
 from .discovery import ResourceType
+from .holds import hold
 from .installed import kept
 from .objects import apply_form, body_for_apply, comparable_from_live, digest, dumps, object_key
-from .references import map_images
+from .transforms import Rewrite
 
 Obj = dict[str, Any]
 DEFER = "defer"
+SHAPED = "shaped"  # a record key: its object is in the form written to the target (held, transformed)
 _UNKNOWN = object()
 
 
@@ -121,9 +123,19 @@ class Applier:
 
     def __init__(self, client: KubeClient, opts: Any, existing: Existing, owners: Owners) -> None:
         self.client, self.opts, self.existing, self.owners = client, opts, existing, owners
+        self.rewrites: list[Rewrite] = []  # what the plan's transforms rewrote (list.append is atomic)
+        self.held: set[str] = set()  # what was restored held (drtool.kube.holds)
 
     def prepare(self, record: Obj, t: ResourceType, final: bool, quiet: bool = False) -> Obj | str:
-        body = map_images(body_for_apply(record, t, self.opts.namespace_map), self.opts.image_registry_map)
+        # once per record: one waiting for its owner is prepared again, and a swap (a -> b, b -> a) of the
+        # transforms must not undo itself
+        found: list[Rewrite] = []
+        if not record.get(SHAPED):
+            if self.opts.hold and hold(record, t):
+                self.held.add(f"{t.kind} {object_key(record['object'])}")
+            self.opts.transforms.apply(body_for_apply(record, t), t, found)
+            record[SHAPED] = True
+        body = record["object"]
         if record.get("owners"):
             ns = body["metadata"].get("namespace")
             refs = self.owners.remap(record["owners"], ns, final, f"{t.key} {object_key(body)}", quiet)
@@ -131,6 +143,7 @@ class Applier:
                 return DEFER
             if refs:
                 body["metadata"]["ownerReferences"] = refs
+        self.rewrites.extend(found)
         return body
 
     def apply(self, record: Obj, t: ResourceType, final: bool = False) -> str:

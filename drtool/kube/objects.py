@@ -16,9 +16,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .discovery import ResourceType
+if TYPE_CHECKING:  # only named in annotations: settings -> transforms -> objects must not import the client
+    from .discovery import ResourceType
 
 Obj = dict[str, Any]
 
@@ -172,10 +173,11 @@ def _drop_kueue_admission(spec: Obj) -> None:
             del meta[key]
 
 
-def body_for_apply(record: Obj, t: ResourceType, ns_map: Mapping[str, str]) -> Obj:
-    """The object to apply to the new cluster. Status goes with it only where the API treats status as
-    ordinary data (a CRD without the /status subresource); otherwise it is written separately."""
-    obj = drop_unportable(map_namespaces(record["object"], t, ns_map), t)
+def body_for_apply(record: Obj, t: ResourceType) -> Obj:
+    """The object to apply to the new cluster, before the plan's transforms (``transforms.Transforms``, which
+    map namespaces too). Status goes with it only where the API treats status as ordinary data (a CRD without
+    the /status subresource); otherwise it is written separately."""
+    obj = drop_unportable(record["object"], t)
     if record.get("status") and not t.status:
         obj["status"] = record["status"]
     return obj
@@ -195,9 +197,9 @@ def comparable(obj: Obj, t: ResourceType, owners: list[Obj] | None, status: Any 
     return out
 
 
-def comparable_from_record(record: Obj, t: ResourceType, ns_map: Mapping[str, str], with_status: bool) -> Obj:
-    obj = map_namespaces(record["object"], t, ns_map)
-    return comparable(obj, t, record.get("owners"), record.get("status") if with_status else None)
+def comparable_from_record(record: Obj, t: ResourceType, with_status: bool) -> Obj:
+    """The backup's side, once the plan's transforms have rewritten ``record["object"]`` for the target."""
+    return comparable(record["object"], t, record.get("owners"), record.get("status") if with_status else None)
 
 
 def comparable_from_live(live: Obj, t: ResourceType, with_status: bool) -> Obj:

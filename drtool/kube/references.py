@@ -71,32 +71,6 @@ def image_references(obj: Any) -> Iterator[str]:
             yield value
 
 
-def map_images(obj: Any, registry_map: Mapping[str, str]) -> Any:
-    """Point every image reference whose registry host is in ``registry_map`` at the mapped host, in place
-    (digests and tags unchanged): restored workloads then pull from the registry the images were restored to."""
-    if not registry_map:
-        return obj
-    if isinstance(obj, list):
-        for item in obj:
-            map_images(item, registry_map)
-    elif isinstance(obj, dict):
-        for key, value in obj.items():
-            if _is_image(key, value):
-                host = registry_host(value)
-                if host in registry_map:
-                    obj[key] = f"{registry_map[host]}/{_path_of(value, host)}"
-            else:
-                map_images(value, registry_map)
-    return obj
-
-
-def _path_of(image: str, host: str) -> str:
-    """The repository path (with tag and digest) of ``image`` under ``host``, Docker Hub's implicit parts added."""
-    if image.startswith(f"{host}/"):
-        return image[len(host) + 1 :]
-    return image if "/" in image else f"library/{image}"  # only Docker Hub references omit the host
-
-
 def _svc(ref: Mapping[str, Any]) -> str:
     port = f":{ref['port']}" if ref.get("port") else ""
     return f"{ref.get('name')}.{ref.get('namespace')}.svc{port}"

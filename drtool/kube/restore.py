@@ -31,6 +31,7 @@ from .artifacts import CRDS, records, scan, types_in
 from .client import ApiError, KubeClient
 from .crds import wait_established
 from .discovery import ResourceType
+from .holds import release
 from .objects import object_key
 from .order import levels
 from .settings import Connection, RestoreOptions
@@ -100,6 +101,8 @@ class _Restore:
 def restore_objects(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
     opts = RestoreOptions.parse(target, options)
     client = KubeClient(Connection.from_mapping(target))
+    if opts.release:
+        return _release(ctx, client, opts)
     run = _Restore(ctx, client, opts)
     started = time.monotonic()
     if opts.dry_run:
@@ -239,13 +242,19 @@ def _result(run: _Restore, seconds: float) -> RestoreResult:
         "owner_references_dropped": run.owners.dropped,
         "seconds": round(seconds, 3),
         "versions": run.versions.details(),
+        "held": sorted(run.applier.held)[:MAX_LISTED],
+        "rewrites": sorted({r.line() for r in run.applier.rewrites})[:MAX_LISTED],
     }
+    note = f", {len(run.applier.held)} held until a release step (drtool.kube.holds)" if run.applier.held else ""
     if run.opts.dry_run:
         details |= t.would()
         details["would_fail"] = t.failed  # rejected by the server's own validation and admission
         rejected = f", {len(t.failed)} REJECTED (see would_fail)" if t.failed else ""
-        note = rejected + run.versions.summary()
-        return RestoreResult(changed=False, summary=t.dry_run_summary(run.client.server, note), details=details)
+        return RestoreResult(
+            changed=False,
+            summary=t.dry_run_summary(run.client.server, rejected + run.versions.summary() + note),
+            details=details,
+        )
     details["changed_objects"] = t.names.get("changed", [])
     summary = (
         f"{t.objects()} objects into {run.client.server} in {seconds:.1f}s: {t.total('created')} created, "
@@ -253,5 +262,17 @@ def _result(run: _Restore, seconds: float) -> RestoreResult:
     )
     if t.total("kept"):
         summary += f", {t.total('kept')} kept from the target's own install (webhooks, aggregated APIs, newer CRDs)"
-    summary += run.versions.summary()
+    summary += run.versions.summary() + note
     return RestoreResult(changed=t.changed(), summary=summary, details=details)
+
+
+def _release(ctx: RestoreContext, client: KubeClient, opts: RestoreOptions) -> RestoreResult:
+    """A release step (``release: true``): what a restore of this backup held, put back to the backup's values."""
+    out = release(ctx, client, opts.namespace_map, opts.dry_run)
+    would = "would release" if opts.dry_run else "released"
+    summary = f"{would} {len(out['released'])} held object(s) in {client.server}"
+    if out["records"]:
+        summary += f"; {len(out['records'])} completed Job(s) kept as records, not re-run"
+    if out["missing"]:
+        summary += f"; {len(out['missing'])} not in the target"
+    return RestoreResult(changed=bool(out["released"]) and not opts.dry_run, summary=summary, details=out)

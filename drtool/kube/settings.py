@@ -14,6 +14,8 @@ from typing import Any
 from drtool.errors import UsageError
 from drtool.plugin.toolkit.settings import as_bool, as_list, as_number
 
+from .transforms import Transforms
+
 EXISTING_POLICIES = ("update", "replace", "skip", "fail")
 WEBHOOK_POLICIES = ("keep", "restore")
 
@@ -144,6 +146,10 @@ class RestoreOptions:
     # admission webhooks and aggregated APIs the target already has belong to its platform install: keep them
     webhooks: str = "keep"
     settle: float = 30.0  # verify: how long drifting objects are re-read while controllers finish reconciling
+    # a plan's ``transforms:`` with namespace_map and image_registry_map under it: what ``apply`` rewrites
+    transforms: Transforms = dataclasses.field(default_factory=Transforms)
+    hold: bool = True  # Jobs, AI workloads and GitOps controllers restored held (drtool.kube.holds)
+    release: bool = False  # this step releases what a restore held, and restores nothing
 
     @classmethod
     def parse(cls, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreOptions:
@@ -155,16 +161,22 @@ class RestoreOptions:
         webhooks = str(merged.get("webhooks") or "keep").lower()
         if webhooks not in WEBHOOK_POLICIES:
             raise UsageError(f"webhooks={webhooks!r} is not a policy", f"choose {', '.join(WEBHOOK_POLICIES)}")
+        namespace_map = parse_namespace_map(merged.get("namespace_map"))
+        registries = parse_registry_map(merged.get("image_registry_map"))
+        transforms = Transforms.parse(merged.get("transforms")).merged(namespace_map, registries)
         return cls(
             existing=existing,
-            namespace_map=parse_namespace_map(merged.get("namespace_map")),
+            namespace_map=transforms.namespaces,
             dry_run=as_bool(merged.get("dry_run"), False),
             restore_status=as_bool(merged.get("restore_status"), True),
             workers=max(1, workers),
             crd_timeout=as_number(merged.get("crd_timeout"), 60.0, "crd_timeout"),
-            image_registry_map=parse_registry_map(merged.get("image_registry_map")),
+            image_registry_map=transforms.image_registries,
             webhooks=webhooks,
             settle=max(0.0, as_number(merged.get("settle"), 30.0, "settle")),
+            transforms=transforms,
+            hold=as_bool(merged.get("hold"), True),
+            release=as_bool(merged.get("release"), False),
         )
 
 

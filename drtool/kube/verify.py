@@ -26,10 +26,11 @@ from .client import ApiError, KubeClient
 from .crds import condition
 from .discovery import CRD_PATH, ResourceType
 from .fields import show
+from .holds import hold
 from .judge import ADDED, FOREIGN_WRITE, STATUS, Judgement, judge
 from .objects import comparable_from_live, comparable_from_record, digest, object_key, target_key
-from .references import map_images
 from .skips import object_rule
+from .transforms import Transforms
 
 MAX_DIFFS = 3  # objects whose failing fields are listed
 MAX_FIELDS = 5  # failing fields listed per object
@@ -66,17 +67,19 @@ class _Compare:
         ctx: RestoreContext,
         client: KubeClient,
         t: ResourceType,
-        ns_map: Mapping[str, str],
+        transforms: Transforms,
         with_status: bool,
-        image_map: Mapping[str, str] | None,
+        held: bool,
     ) -> None:
-        self.ctx, self.client, self.t, self.ns_map = ctx, client, t, ns_map
-        self.with_status, self.image_map = with_status, image_map
+        self.ctx, self.client, self.t, self.transforms = ctx, client, t, transforms
+        self.ns_map, self.with_status, self.held = transforms.namespaces, with_status, held
 
     def backup_form(self, rec: dict[str, Any]) -> dict[str, Any]:
-        if self.image_map:
-            map_images(rec["object"], self.image_map)  # where the restore pointed them (image_registry_map)
-        return comparable_from_record(rec, self.t, self.ns_map, self.with_status)
+        """The backup's object as the restore wrote it: held (``holds``), the plan's transforms applied."""
+        if self.held:
+            hold(rec, self.t)
+        self.transforms.apply(rec["object"], self.t)
+        return comparable_from_record(rec, self.t, self.with_status)
 
     def live_form(self, item: dict[str, Any]) -> dict[str, Any]:
         return comparable_from_live(item, self.t, self.with_status)
@@ -119,16 +122,18 @@ def check_type(
     ctx: RestoreContext,
     client: KubeClient,
     t: ResourceType,
-    ns_map: Mapping[str, str],
+    transforms: Transforms,
     restore_status: bool,
-    image_map: Mapping[str, str] | None = None,
     settle_until: float = 0.0,
+    held: bool = False,
     left_alone: Mapping[str, str] | None = None,
 ) -> Check:
-    """One type compared; drifting objects are read again until ``settle_until`` (``time.monotonic()``: one
-    deadline for a whole verify, see ``settle_deadline``). ``left_alone``: keys the restore deliberately did
-    not write (the target's newer CRDs, ``versions.py``) -> why; listed, not compared."""
-    cmp = _Compare(ctx, client, t, ns_map, _with_status(t, restore_status), image_map)
+    """One type compared with the backup as ``transforms`` rewrite it (and as ``holds`` holds it, ``held``);
+    drifting objects are read again until ``settle_until`` (``time.monotonic()``: one deadline for a whole
+    verify, see ``settle_deadline``). ``left_alone``: keys the restore deliberately did not write (the
+    target's newer CRDs, ``versions.py``) -> why; listed, not compared."""
+    cmp = _Compare(ctx, client, t, transforms, _with_status(t, restore_status), held)
+    ns_map = transforms.namespaces
     backup = _Side()
     namespaces: set[str] = set()
     left_alone = left_alone or {}

@@ -352,7 +352,9 @@ class Executor:
             backup = self.manifest if at is None else self._chains.find_point(step.uses, self.manifest, at)
         except DrtoolError as exc:
             return exc.one_line()
-        job = StepJob.of(self.repo, backup, step.id, step.uses, dict(target), dict(step.with_), guard)
+        takes = getattr(load_plugins().get(step.uses), "takes_transforms", False)
+        options = self.plan.options_for(step, takes)
+        job = StepJob.of(self.repo, backup, step.id, step.uses, dict(target), options, guard)
         result.progress_done, result.progress_total = 0, None
         tasks: dict[int, Task | None] = {}
         timeout = step.timeout.total_seconds() if step.timeout else None

@@ -31,6 +31,8 @@ from pydantic import (
 
 from drtool.durations import Duration
 from drtool.environ import is_secret_name
+from drtool.errors import UsageError
+from drtool.kube.transforms import Transforms as TransformEngine
 
 _STEP_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 # A key named like this holds a secret; only references to one (``password_env``, ``token_file``) are allowed.
@@ -260,6 +262,35 @@ PlanCheck = Annotated[
 ]
 
 
+StrMap = Annotated[dict[str, str], BeforeValidator(lambda v: v if v is not None else {})]
+
+
+class Transforms(_Strict):
+    """How the backup's objects are rewritten for the target cluster (drtool.kube.transforms, docs/restore-into-
+    another-cluster.md): each a map from the source's value to the target's, applied by every step whose
+    plugin takes transforms (kubernetes, kueue). A rule that matches nothing in the backup is an error."""
+
+    storage_classes: StrMap = Field(default_factory=dict, alias="storage-classes")
+    image_registries: StrMap = Field(default_factory=dict, alias="image-registries")
+    namespaces: StrMap = Field(default_factory=dict)
+    node_labels: StrMap = Field(default_factory=dict, alias="node-labels")  # "key=value": "key=value"
+
+    @model_validator(mode="after")
+    def _engine_accepts(self) -> Transforms:
+        try:
+            self.engine()
+        except UsageError as exc:
+            raise ValueError(exc.message) from None
+        return self
+
+    def options(self) -> dict[str, dict[str, str]]:
+        """The block as a plugin's ``transforms`` option (the plan's own keys, empty maps left out)."""
+        return {k: v for k, v in self.model_dump(by_alias=True).items() if v}
+
+    def engine(self) -> TransformEngine:
+        return TransformEngine.parse(self.options())
+
+
 class Waiver(_Strict):
     """Accept one dependency inside the failure domain on purpose; shown as waived in reports, never as passed."""
 
@@ -309,6 +340,7 @@ class Plan(_Strict):
     source: Source = Field(default_factory=Source)
     target: FreeMapping = Field(default_factory=dict)  # plugin name -> target mapping (kubeconfig, etcd, ...)
     objectives: Objectives = Field(default_factory=Objectives)
+    transforms: Transforms = Field(default_factory=Transforms)
     parallelism: int = Field(default=4, ge=1, le=64)
     steps: list[Step] = Field(min_length=1)
     checks: list[PlanCheck] = Field(default_factory=list)
@@ -336,6 +368,11 @@ class Plan(_Strict):
 
     def step(self, step_id: str) -> Step:
         return next(s for s in self.steps if s.id == step_id)
+
+    def options_for(self, step: Step, takes_transforms: bool) -> dict[str, Any]:
+        """A step's restore options: its ``with``, and the plan's transforms when its plugin takes them."""
+        transforms = self.transforms.options()
+        return {**step.with_, "transforms": transforms} if transforms and takes_transforms else dict(step.with_)
 
     def target_for(self, step: Step) -> dict[str, Any]:
         """The target a step restores into: the plan's block for its plugin, with the step's own over it."""

@@ -283,6 +283,8 @@ class BasePlugin:
     schema: Schema | None = None
     # its restore writes a cluster's objects: plan checks that read "the restored cluster" use its target
     restores_cluster: bool = False
+    # its restore applies a plan's ``transforms:`` (drtool.kube.transforms): the executor hands them to its steps
+    takes_transforms: bool = False
     # a sharded backup (docs/scaling.md) runs a shardable plugin on every worker, each with ``ctx.shard``
     # set, and the others on worker 0 only
     shardable: bool = False

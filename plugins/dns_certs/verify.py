@@ -67,7 +67,7 @@ def _kube_checks(
     client = KubeClient(Connection.from_mapping(target))
     until = settle_deadline(opts.settle)
     checks = [
-        _renamed(check_type(view, client, t, opts.namespace_map, opts.restore_status, settle_until=until))  # type: ignore[arg-type]
+        _renamed(check_type(view, client, t, opts.transforms, opts.restore_status, settle_until=until))  # type: ignore[arg-type]
         for t in view.types().values()
     ]
     checks += [_own_check(client, t, rec, s) for t in own.types().values() for rec in own.records(t.key)]

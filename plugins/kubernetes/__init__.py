@@ -37,6 +37,7 @@ class KubernetesPlugin(BasePlugin):
     description = "Kubernetes API objects (CRDs, custom resources, built-ins) as cleaned JSON, re-applied in order"
     schema = SCHEMA
     restores_cluster = True
+    takes_transforms = True
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(restore_objects)

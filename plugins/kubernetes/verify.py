@@ -12,6 +12,7 @@ from drtool.errors import DrtoolError
 from drtool.kube.artifacts import types_in
 from drtool.kube.client import KubeClient
 from drtool.kube.discovery import CRDS, ResourceType
+from drtool.kube.holds import still_held
 from drtool.kube.installed import check_installed, kept
 from drtool.kube.left import check_left
 from drtool.kube.settings import Connection, RestoreOptions
@@ -24,6 +25,8 @@ def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[
     opts = RestoreOptions.parse(target, options)
     if opts.dry_run:
         return [Check("kubernetes: dry run", True, "the restore was a dry run: nothing to verify")]
+    if opts.release:
+        return [_guard("released", lambda: _released(ctx, target, opts))]
     ns_map = dict(opts.namespace_map)
     try:
         client = KubeClient(Connection.from_mapping(target))
@@ -51,9 +54,10 @@ def _check(
 ) -> Check:
     if kept(t, opts.webhooks):
         return check_installed(ctx, client, t)
-    ns_map, images = dict(opts.namespace_map), opts.image_registry_map
     left = versions.kept_crds if t.key == CRDS else None
-    return check_type(ctx, client, t, ns_map, opts.restore_status, images, settle_until=deadline, left_alone=left)
+    return check_type(
+        ctx, client, t, opts.transforms, opts.restore_status, settle_until=deadline, held=opts.hold, left_alone=left
+    )
 
 
 def _guard(name: str, fn: Any) -> Any:
@@ -61,3 +65,9 @@ def _guard(name: str, fn: Any) -> Any:
         return fn()
     except DrtoolError as exc:
         return Check(f"kubernetes: {name}", False, exc.one_line())
+
+
+def _released(ctx: RestoreContext, target: Mapping[str, Any], opts: RestoreOptions) -> Check:
+    """After a release step: none of the backup's objects is held any more (completed Jobs' records aside)."""
+    held = still_held(ctx, KubeClient(Connection.from_mapping(target)), opts.namespace_map)
+    return Check("kubernetes: released", not held, "still held: " + "; ".join(held[:5]) if held else "nothing held")

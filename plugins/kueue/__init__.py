@@ -35,6 +35,7 @@ class KueuePlugin(BasePlugin):
     name = "kueue"
     description = "Kueue quotas and policies (flavors, cohorts, queues, checks), restored in dependency order"
     schema = SCHEMA
+    takes_transforms = True
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)
     restore = staticmethod(_restore.run_restore)

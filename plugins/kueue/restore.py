@@ -52,12 +52,12 @@ class Options:
     @classmethod
     def parse(cls, target: Mapping[str, Any], options: Mapping[str, Any]) -> Options:
         merged = {**target, **options}
-        if merged.get("namespace_map"):
+        base = dataclasses.replace(RestoreOptions.parse(target, options), restore_status=False)
+        if base.namespace_map:  # namespace_map, or a plan's transforms.namespaces
             raise UsageError(
                 "the kueue plugin does not map namespaces",
                 "ClusterQueue namespaceSelectors name namespaces by label; restore with the kubernetes plugin",
             )
-        base = dataclasses.replace(RestoreOptions.parse(target, options), restore_status=False)
         return cls(base, parse_allowed(merged.get("allow_missing")), as_bool(merged.get("install_crds"), True))
 
 

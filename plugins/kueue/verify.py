@@ -45,7 +45,7 @@ def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[
         return [Check("kueue: target reachable", False, exc.one_line())]
     until = settle_deadline(opts.base.settle)
     checks = [
-        _guard(t.key, lambda t=t: _renamed(check_type(ctx, client, t, {}, False, settle_until=until)))
+        _guard(t.key, lambda t=t: _renamed(check_type(ctx, client, t, opts.base.transforms, False, settle_until=until)))
         for t in _compared(bundle)
     ]
     checks.append(

@@ -272,3 +272,19 @@ def test_cli_shows_remediated_findings_and_exits_10(corpus: Corpus, cli: Cli, tm
     assert "37 inside, 4 unknown, 0 waived, 8 remediated" in proc.stdout and "Traceback" not in proc.stderr
     markdown = next(tmp_path.glob("*.md")).read_text()
     assert "🔧 remediated" in markdown and "remediated by step cluster: image_registry_map" in markdown
+
+
+def test_a_plan_transform_remediates_as_the_step_option_does(corpus: Corpus, cli: Cli, tmp_path: Path) -> None:
+    plan = yaml.safe_load((CORPUS / "plan.yaml").read_text())
+    del plan["steps"][0]["with"]  # image_registry_map and namespace_map, now as the plan's transforms
+    plan["transforms"] = {"image-registries": {"registry.infra.svc:5000": "registry.dr.example.com"},
+                          "namespaces": {"team-a": "team-a-dr"}}  # fmt: skip
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan))
+    args = ["--store", str(corpus.store), "verify-independence", "--plan", str(path), "--no-resolve"]
+    proc = cli(*args, "--out", str(tmp_path / "out"), env=corpus.env)
+    assert proc.returncode == 10, proc.stdout[-2000:] + proc.stderr
+    assert "37 inside, 4 unknown, 0 waived, 8 remediated" in proc.stdout
+    markdown = next((tmp_path / "out").glob("*.md")).read_text()
+    assert "remediated by step cluster: transform image-registries points registry.infra.svc:5000" in markdown
+    assert "restores this Service as team-a-dr/api" in markdown

@@ -27,6 +27,7 @@ from kubernetes import client, config
 
 from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
+from drtool.kube.holds import COMPLETED, HELD
 from drtool.plugin.contract import Check
 from drtool.plugin.manager import get_plugin
 from drtool.repo.manifest import Manifest
@@ -213,20 +214,22 @@ def test_owner_chains_survive_the_garbage_collector(living: Living, restored: Re
         assert jobset["metadata"]["ownerReferences"][0]["uid"] == trainjob["metadata"]["uid"]  # a custom resource owner
 
 
-def test_kueue_admits_the_restored_jobs_and_verify_waits_for_it(living: Living, restored: RestoreOutcome) -> None:
-    """A restored Kueue Job is written suspended (as Kueue's webhook would create it); the target's Kueue
-    admits it onto its flavor and resumes it."""
+def test_restored_jobs_are_held_and_a_completed_one_is_never_run_again(
+    living: Living, restored: RestoreOutcome
+) -> None:
+    """A Job that completed in the source is restored as a record (suspended, marked, never released); a Kueue
+    Job still waiting in the source is restored held: suspended and without its queue label, so the target's
+    Kueue leaves it alone until a release step gives the label back (docs/restore-into-another-cluster.md)."""
     api = living.api()
     batch, custom = client.BatchV1Api(api), client.CustomObjectsApi(api)
-    wait_for(lambda: batch.read_namespaced_job("vision-eval-batch", "team-vision").status.succeeded, "admitted and run")
-    job = batch.read_namespaced_job("vision-eval-batch", "team-vision")
-    (workload,) = [w for w in custom.list_namespaced_custom_object(*KUEUE, "team-vision", "workloads")["items"]
-                   if w["metadata"]["ownerReferences"][0]["uid"] == job.metadata.uid]  # fmt: skip
-    assert workload["status"]["admission"]["clusterQueue"] == "cq-vision"
-    # the pod template names the target's Workload, written by the target's Kueue (not the source's name)
-    assert job.spec.template.metadata.annotations["kueue.x-k8s.io/workload"] == workload["metadata"]["name"]
+    done = batch.read_namespaced_job("vision-eval-batch", "team-vision")
+    assert done.spec.suspend and COMPLETED in done.metadata.annotations
     held = batch.read_namespaced_job("nlp-eval-batch", "team-nlp")
-    assert held.spec.suspend  # team-nlp's h100 quota waits on its provisioning AdmissionCheck, as in the source
+    assert held.spec.suspend and "kueue.x-k8s.io/queue-name" not in (held.metadata.labels or {})
+    assert HELD in held.metadata.annotations
+    for job, ns in ((done, "team-vision"), (held, "team-nlp")):
+        workloads = custom.list_namespaced_custom_object(*KUEUE, ns, "workloads")["items"]
+        assert not [w for w in workloads if w["metadata"]["ownerReferences"][0]["uid"] == job.metadata.uid]
     jobs = by_name(living.verify("kubernetes", settle=0))["kubernetes: jobs.batch"]
     assert jobs.ok, jobs.detail
 

@@ -248,7 +248,7 @@ def test_full_cluster_rebuild_into_a_fresh_lab_with_the_source_stopped(source: S
     assert source.lab["kube-apiserver"].healthy()  # started again after the rehearsal
 
 
-@pytest.mark.parametrize("plan", ["control-plane-from-etcd.yaml", "training-resume.yaml"])
+@pytest.mark.parametrize("plan", ["control-plane-from-etcd.yaml", "training-resume.yaml", "gpu-pool-move.yaml"])
 def test_shipped_plans_rehearse_into_a_fresh_lab(source: Source, tmp_path: Path, plan: str) -> None:
     """Each into a lab of its own, torn down afterwards (kueue-quotas-only goes into fresh labs below: with a
     PostgreSQL catalog, and from the command line in both isolation modes; full-cluster-rebuild above)."""

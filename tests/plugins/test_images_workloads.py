@@ -16,7 +16,8 @@ from drtool_plugins.images import ImagesPlugin
 from drtool_plugins.kubernetes import KubernetesPlugin
 from kubernetes import client as k8s
 
-from drtool.kube.references import map_images
+from drtool.kube.discovery import ResourceType
+from drtool.kube.transforms import Transforms
 from drtool.repo.repository import Repository
 from drtool.repo.writer import BackupSession
 from drtool.restore import run_restore
@@ -52,7 +53,8 @@ def _deploy(kube: KubeLab, trainer: str, app: str) -> None:
 
 def test_map_images_rewrites_hosts_only() -> None:
     obj = {"spec": {"containers": [{"image": "a.example:5000/x/y@sha256:" + "0" * 64}, {"image": "nginx"}]}}
-    map_images(obj, {"a.example:5000": "b.example", "docker.io": "mirror.example"})
+    pods = ResourceType("", "v1", "pods", "Pod", namespaced=True)
+    Transforms(image_registries={"a.example:5000": "b.example", "docker.io": "mirror.example"}).apply(obj, pods)
     assert [c["image"] for c in obj["spec"]["containers"]] == [
         "b.example/x/y@sha256:" + "0" * 64,
         "mirror.example/library/nginx",

@@ -4,7 +4,7 @@ by inheritance, so a key means the same in every plugin that reads it."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -34,10 +34,13 @@ class KubeRestore(PluginSettings):
     image_registry_map: StrMap | None = Field(None, description="old-host=new-host: where workloads pull from")
     webhooks: Literal["keep", "restore"] = Field("keep", description="the target's own webhooks and APIServices")
     settle: float = Field(30.0, ge=0, description="verify: seconds drifting objects are re-read")
+    transforms: dict[str, Any] | None = Field(None, description="a plan's transforms: (drtool.kube.transforms)")
 
 
 class KubeRestoreMapped(KubeRestore):
     namespace_map: StrMap | None = Field(None, description="old=new[,old2=new2] or a mapping")
+    hold: Flag = Field(None, description="restore Jobs, AI workloads and GitOps apps held (default true)")
+    release: Flag = Field(None, description="release what a restore held; restores nothing")
 
 
 class RegistrySource(PluginSettings):
