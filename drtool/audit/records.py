@@ -10,6 +10,7 @@ import datetime as dt
 from collections.abc import Sequence
 
 from drtool.catalog.runs import DrillRow
+from drtool.catalog.scenarios import ScenarioDrillRow
 from drtool.durations import format_duration
 from drtool.independence.analysis import IndependenceReport
 from drtool.plans.schema import Plan
@@ -84,22 +85,30 @@ def _status(verdict: str) -> Status:
     return "pass" if verdict == "pass" else "fail" if verdict == "fail" else "unknown"
 
 
-def drills_recent(drills: Sequence[DrillRow], period: dt.timedelta, now: dt.datetime | None = None) -> Grade:
-    """Every drilled plan's latest drill is younger than ``period`` and succeeded."""
+def drills_recent(
+    drills: Sequence[DrillRow],
+    period: dt.timedelta,
+    now: dt.datetime | None = None,
+    scenarios: Sequence[ScenarioDrillRow] = (),
+) -> Grade:
+    """Every drilled plan's and scenario's latest drill is younger than ``period`` and succeeded."""
     title = "Failure drills are performed regularly and actual RPO/RTO is recorded"
     now = now or dt.datetime.now(dt.UTC)
-    latest = _latest_per_plan(drills)
+    latest = {f"plan {name}": (d.started, d.ok) for name, d in _latest_per_plan(drills).items()}
+    for s in sorted(scenarios, key=lambda s: s.injected_at):
+        latest[f"scenario {s.scenario}"] = (s.injected_at, s.ok)
     if not latest:
         return Grade("drills-recent", title, "fail", ["no drill recorded in the catalog"])
     evidence: list[str] = []
     statuses: list[Status] = []
-    for name, d in sorted(latest.items()):
-        age = now - _when(d.started)
+    for name, (started, ok) in sorted(latest.items()):
+        age = now - _when(started)
         fresh = age <= period
-        statuses.append("pass" if fresh and d.ok else "fail")
-        state = "ok" if d.ok else "failed"
+        statuses.append("pass" if fresh and ok else "fail")
         overdue = "" if fresh else f", over the period of {format_duration(period.total_seconds())}"
-        evidence.append(f"{name}: last drill {format_duration(age.total_seconds())} ago ({state}){overdue}")
+        evidence.append(
+            f"{name}: last drill {format_duration(age.total_seconds())} ago ({'ok' if ok else 'failed'}){overdue}"
+        )
     return Grade("drills-recent", title, worst(statuses), evidence)
 
 

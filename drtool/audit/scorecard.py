@@ -7,6 +7,7 @@ import datetime as dt
 from collections.abc import Sequence
 
 from drtool.catalog.runs import DrillRow
+from drtool.catalog.scenarios import ScenarioDrillRow
 from drtool.independence.analysis import IndependenceReport
 from drtool.plans.schema import Plan
 from drtool.repo.repository import Repository
@@ -25,6 +26,7 @@ class AuditInputs:
     cluster: ClusterView
     plans: Sequence[Plan] = ()
     drills: Sequence[DrillRow] = ()
+    scenario_drills: Sequence[ScenarioDrillRow] = ()
     store: Repository | None = None  # where the checkpoints' backups are
     independence: IndependenceReport | None = None
     drill_period: dt.timedelta = DEFAULT_DRILL_PERIOD
@@ -51,7 +53,7 @@ def run_audit(inputs: AuditInputs) -> Scorecard:
     ]
     grades += [
         records.independence(inputs.drills, inputs.independence),
-        records.drills_recent(inputs.drills, inputs.drill_period),
+        records.drills_recent(inputs.drills, inputs.drill_period, scenarios=inputs.scenario_drills),
     ]
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return Scorecard(grades, view.scope, now)

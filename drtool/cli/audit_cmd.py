@@ -43,15 +43,18 @@ def audit(
     from drtool.audit.cluster import read_cluster
     from drtool.audit.scorecard import AuditInputs, run_audit
     from drtool.catalog.runs import RunLog
+    from drtool.catalog.scenarios import ScenarioLog
     from drtool.cli.plan_cmds import load_checked
     from drtool.kube.settings import Connection
 
     app_state = state(ctx)
+    catalog = app_state.open_catalog()
     loaded = [load_checked(p, None).require() for p in plans or []]
     inputs = AuditInputs(
         cluster=read_cluster(Connection(kubeconfig=kubeconfig, context=context), namespace or ()),
         plans=loaded,
-        drills=RunLog(app_state.open_catalog()).drills(),
+        drills=RunLog(catalog).drills(),
+        scenario_drills=ScenarioLog(catalog).all(),
         store=app_state.open_repo() if app_state.settings.store else None,
         independence=_independence(ctx, independence_plan) if independence_plan else None,
         drill_period=parse_duration(drill_period),

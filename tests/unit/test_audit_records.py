@@ -13,6 +13,7 @@ from typing import Any
 from drtool.audit.records import drills_recent, independence, objectives
 from drtool.catalog import Catalog
 from drtool.catalog.runs import DrillRow, RunLog
+from drtool.catalog.scenarios import ScenarioDrillRow, ScenarioLog
 from drtool.plans.schema import Plan
 
 NOW = dt.datetime(2026, 12, 5, 12, 0, tzinfo=dt.UTC)
@@ -24,8 +25,17 @@ def plan(name: str, **objectives: Any) -> Plan:
 
 def drill(plan_name: str, days_ago: float, **fields: Any) -> DrillRow:
     started = (NOW - dt.timedelta(days=days_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    row = {"id": f"{plan_name}-{days_ago}", "started": started, "plan_name": plan_name, "backup_id": "b1",
-           "target": "lab", "ok": True, "rto_s": 44.0, "rto_met": True, "rpo_met": True} | fields  # fmt: skip
+    row = {
+        "id": f"{plan_name}-{days_ago}",
+        "started": started,
+        "plan_name": plan_name,
+        "backup_id": "b1",
+        "target": "lab",
+        "ok": True,
+        "rto_s": 44.0,
+        "rto_met": True,
+        "rpo_met": True,
+    } | fields
     return DrillRow(**row)
 
 
@@ -55,8 +65,12 @@ def test_objectives_fail_without_an_inference_class(tmp_path: Path) -> None:
 
 
 def test_objectives_fail_when_the_latest_drill_missed_them(tmp_path: Path) -> None:
-    rows = recorded(tmp_path, drill("training-resume", 5), drill("training-resume", 1, rto_s=9000.0, rto_met=False),
-                    drill("serving-rebuild", 1))  # fmt: skip
+    rows = recorded(
+        tmp_path,
+        drill("training-resume", 5),
+        drill("training-resume", 1, rto_s=9000.0, rto_met=False),
+        drill("serving-rebuild", 1),
+    )
     grade = objectives([TRAINING, INFERENCE], rows)
     assert grade.status == "fail"
     assert any(e.startswith("training-resume: drill") and "missed the objectives" in e for e in grade.evidence)
@@ -82,3 +96,24 @@ def test_drills_recent_fails_on_an_overdue_or_failed_drill(tmp_path: Path) -> No
     failed = drills_recent([drill("c", 1, ok=False)], period, NOW)
     assert failed.status == "fail" and "(failed)" in failed.evidence[0]
     assert drills_recent([], period, NOW).evidence == ["no drill recorded in the catalog"]
+
+
+def test_drills_recent_counts_scenario_drills(tmp_path: Path) -> None:
+    log = ScenarioLog(Catalog(str(tmp_path / "catalog.db")))
+    at = (NOW - dt.timedelta(days=40)).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+    log.save(
+        ScenarioDrillRow(
+            id="s1",
+            scenario="kueue-config-deleted",
+            plan_name="kueue-quotas-only",
+            target="127.0.0.1",
+            ok=True,
+            injected_at=at,
+        )
+    )
+    grade = drills_recent([drill("a", 1)], dt.timedelta(days=30), NOW, scenarios=log.all())
+    assert grade.status == "fail"
+    assert grade.evidence == [
+        "plan a: last drill 24h00m ago (ok)",
+        "scenario kueue-config-deleted: last drill 960h00m ago (ok), over the period of 720h00m",
+    ]
