@@ -16,10 +16,11 @@ from drtool.errors import UsageError
 
 def drill(
     ctx: typer.Context,
-    scenario: Annotated[str, typer.Argument(help="The scenario (docs/drills.md): kueue-config-deleted.")],
+    scenario: Annotated[str, typer.Argument(help="kueue-config-deleted or namespace-deleted (docs/drills.md).")],
     plan: PlanOpt,
     kubeconfig: Annotated[str, typer.Option("--kubeconfig", help="The cluster to break and recover (admin).")],
     context: Annotated[str | None, typer.Option("--context", help="kubeconfig context.")] = None,
+    namespace: Annotated[str | None, typer.Option("--namespace", help="namespace-deleted: which one.")] = None,
     cluster: Annotated[str | None, typer.Option("--cluster", help="Name a non-lab API server's host.")] = None,
     approve: Annotated[bool, typer.Option("--approve", help="Approve breaking the named cluster.")] = False,
     values: ValuesOpt = None,
@@ -30,19 +31,25 @@ def drill(
     Example: drtool drill kueue-config-deleted --plan restore-plans/kueue-quotas-only.yaml --kubeconfig lab.kubeconfig
     """
     from drtool.drills.kueue import KueueConfigDeleted
-    from drtool.drills.run import allowed_target, run_drill
+    from drtool.drills.namespace import NamespaceDeleted
+    from drtool.drills.run import Injector, allowed_target, run_drill
     from drtool.plans.source import find_backup
 
-    injectors = {"kueue-config-deleted": KueueConfigDeleted}
-    if scenario not in injectors:
-        raise UsageError(f"no injector for scenario {scenario!r}", f"runnable: {', '.join(sorted(injectors))}")
+    if scenario == "kueue-config-deleted":
+        injector: Injector = KueueConfigDeleted()
+    elif scenario == "namespace-deleted":
+        if not namespace:
+            raise UsageError("namespace-deleted needs --namespace", "name the namespace the drill deletes")
+        injector = NamespaceDeleted(namespace)
+    else:
+        raise UsageError(f"no injector for scenario {scenario!r}", "runnable: kueue-config-deleted, namespace-deleted")
     target = {"kubeconfig": kubeconfig, **({"context": context} if context else {})}
     allowed_target(target, cluster, approve)  # before the store or the plan is even read
     loaded = load_checked(plan, values)
     repo = open_plan_repo(ctx, loaded.require())
     manifest = find_backup(repo, loaded.require().source)
     row = run_drill(
-        injectors[scenario](),
+        injector,
         target,
         loaded,
         repo,

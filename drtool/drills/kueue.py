@@ -32,3 +32,7 @@ class KueueConfigDeleted:
     def detected(self, client: KubeClient) -> bool:
         """Kueue's configuration is gone: no ClusterQueue and no ResourceFlavor left (finalizers done)."""
         return not any(self._names(client, kind) for kind in KINDS)
+
+    def pending(self, client: KubeClient) -> str:
+        left = {kind: self._names(client, kind) for kind in KINDS}
+        return "still there: " + "; ".join(f"{kind} {', '.join(names)}" for kind, names in left.items() if names)

@@ -35,16 +35,20 @@ class Injector(Protocol):
 
     def detected(self, client: KubeClient) -> bool: ...
 
+    def pending(self, client: KubeClient) -> str:
+        """What still stands between the injection and its failure showing (for the error when it never does)."""
+        ...
+
 
 def _stamp(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _wait(ready: Callable[[], bool], what: str, timeout: float) -> float:
+def _wait(ready: Callable[[], bool], what: str, timeout: float, pending: Callable[[], str]) -> float:
     deadline = time.time() + timeout
     while not ready():
         if time.time() > deadline:
-            raise SourceError(f"drill: {what} not seen within {timeout:.0f}s")
+            raise SourceError(f"drill: {what} not seen within {timeout:.0f}s: {pending()}")
         time.sleep(0.25)
     return time.time()
 
@@ -73,7 +77,12 @@ def run_drill(
     overrides = {step.uses: dict(target) for step in loaded.require().steps}
     injector.inject(client)
     injected = time.time()
-    detected = _wait(lambda: injector.detected(client), f"{injector.scenario}'s failure", detect_timeout)
+    detected = _wait(
+        lambda: injector.detected(client),
+        f"{injector.scenario}'s failure",
+        detect_timeout,
+        lambda: injector.pending(client),
+    )
     started = time.time()
     run = Executor(loaded, repo, manifest, overrides=overrides, catalog=catalog, kind="drill").execute()
     steps = list(run.steps.values())

@@ -32,8 +32,9 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "namespace-deleted",
             "a team namespace deleted",
-            "one namespace restored, owners relinked",
+            "namespace-restore",
             "workloads serving, quotas admit",
+            runnable=True,
         ),
         Scenario(
             "kueue-config-deleted",

@@ -1,10 +1,11 @@
-"""The `kueue-config-deleted` drill end to end in a living lab, with the shipped kueue-quotas-only plan.
+"""Scenario drills end to end in one living lab, each with its shipped plan.
 
-A living lab is seeded (Kueue admitting the team queues' jobs), its Kueue configuration backed up, then the
-drill deletes every ClusterQueue and ResourceFlavor, waits until the cluster shows them gone, restores them
-with restore-plans/kueue-quotas-only.yaml (whose ``kueue-admits`` check queues a probe job and waits for
-Kueue to admit it), and records the drill in the catalog with its actual RPO and time to service. The matrix
-then shows the scenario drilled, ok, with its age; its metrics say so.
+``kueue-config-deleted``: the lab's Kueue configuration backed up, every ClusterQueue and ResourceFlavor
+deleted, restored with restore-plans/kueue-quotas-only.yaml (whose ``kueue-admits`` check queues a probe
+job and waits for Kueue to admit it). ``namespace-deleted``: one team namespace backed up on its own,
+deleted (the namespace controller empties it), restored with restore-plans/namespace-restore.yaml, its
+Deployments serving again and its owner chain pointing at the new UIDs. Each drill is recorded in the
+catalog with its actual RPO and time to service, and the matrix shows it.
 """
 
 from __future__ import annotations
@@ -24,13 +25,15 @@ from drtool.catalog.runs import RunLog
 from drtool.catalog.scenarios import ScenarioLog
 from drtool.drills import matrix
 from drtool.drills.kueue import KueueConfigDeleted
+from drtool.drills.namespace import NamespaceDeleted
 from drtool.drills.run import run_drill
 from drtool.plans.validate import check_file
 from drtool.plugin.manager import get_plugin, load_plugins
 from drtool.repo.repository import Repository
 from tests.fixtures.core import PASSPHRASE
 
-PLAN = Path(__file__).resolve().parents[2] / "restore-plans" / "kueue-quotas-only.yaml"
+PLANS = Path(__file__).resolve().parents[2] / "restore-plans"
+PLAN = PLANS / "kueue-quotas-only.yaml"
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 
 
@@ -75,3 +78,31 @@ def test_kueue_config_deleted_is_drilled_and_recorded(lab: Lab, tmp_path: Path) 
     assert rows["namespace-deleted"]["last"] is None
     html = matrix.to_html(list(rows.values()), "now")
     assert 'id="scenario-kueue-config-deleted"' in html and "never drilled" in html
+
+
+def test_namespace_deleted_is_drilled_with_owners_relinked(lab: Lab, tmp_path: Path) -> None:
+    source = seeded_cluster(lab) | {"include_namespaces": ["team-vision"]}
+    repo = Repository.init(LocalBackend(tmp_path / "store"), passphrase=PASSPHRASE)
+    manifest = run_backup(repo, [get_plugin("kubernetes")], {"kubernetes": source})
+    assert manifest.status == "complete"
+    target = cluster_target(lab)
+    values = {"TARGET_KUBECONFIG": target["kubeconfig"], "NAMESPACE": "team-vision"}
+    loaded = check_file(PLANS / "namespace-restore.yaml", load_plugins(), values)
+    catalog = Catalog(str(tmp_path / "catalog.db"))
+    api = config.new_client_from_config(config_file=target["kubeconfig"])
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    old_uid = apps.read_namespaced_deployment("model-server", "team-vision").metadata.uid
+
+    row = run_drill(NamespaceDeleted("team-vision"), target, loaded, repo, manifest, catalog, detect_timeout=180)
+
+    assert row.ok, (row.error, row.checks)
+    checks = {c["name"]: c["ok"] for c in row.to_dict()["checks"]}
+    assert len(checks) == 3 and all(checks.values()), checks
+    assert row.rpo_s is not None and row.time_to_service_s is not None and row.time_to_service_s > 0
+    # owners relinked: the ConfigMap the Deployment owns points at the restored Deployment's new UID
+    deployment = apps.read_namespaced_deployment("model-server", "team-vision")
+    assert deployment.metadata.uid != old_uid
+    owned = core.read_namespaced_config_map("model-server-config", "team-vision")
+    assert [o.uid for o in owned.metadata.owner_references] == [deployment.metadata.uid]
+    rows = {r["scenario"]: r for r in matrix.rows(ScenarioLog(catalog).all(), RunLog(catalog).drills())}
+    assert rows["namespace-deleted"]["last"]["ok"]
