@@ -95,6 +95,12 @@ class ApprovalNeeded(DrtoolError):
     exit_code = 11
 
 
+class AuditFailed(DrtoolError):
+    """`drtool audit` graded at least one go-live checklist item ``fail``."""
+
+    exit_code = 12
+
+
 class Terminated(DrtoolError):
     """SIGTERM stopped a run; what it was writing was abandoned, nothing was published."""
 

@@ -103,6 +103,10 @@ LAYERS = (
             "drtool.independence": "recovery independence: what a restore still needs from the failed domain",
             "drtool.report": "reports for people and machines: Markdown, HTML, JSON, SVG",
             "drtool.scheduler": "scheduled backups of backup sets, and their history",
+            "drtool.drills": "scenario drills: inject a failure into a lab, recover it with a plan, record actual "
+            "RPO and time to service; the drill matrix",
+            "drtool.audit": "`drtool audit`: the go-live checklist graded against a live cluster, plans, "
+            "checkpoints and drill records",
         },
     ),
     Layer(

@@ -10,6 +10,7 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, SQLModel, create_engine, delete, select
 
 from drtool.catalog import runs as _runs  # its tables are created (and upgraded) with the others
+from drtool.catalog import scenarios as _scenarios  # noqa: F401 - its table is created with the others
 from drtool.catalog.models import ArtifactRow, BackupRow, ChainRow, StoreRow
 from drtool.errors import DrtoolError, Unauthentic, UsageError
 from drtool.files import touch_private

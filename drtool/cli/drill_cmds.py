@@ -12,14 +12,25 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from drtool.cli import drill_matrix_cmds
 from drtool.cli.plan_cmds import PlanOpt, ValuesOpt, load_checked, open_plan_repo
 from drtool.cli.state import console, print_json, state
 from drtool.durations import format_duration
 
 
-def drills(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def drills(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    matrix: Annotated[bool, typer.Option("--matrix", help="Every scenario against its latest drill.")] = False,
+    out: Annotated[Path | None, typer.Option("--out", help="With --matrix: folder for drills.json/.html.")] = None,
+    metrics: Annotated[Path | None, typer.Option("--metrics", help="With --matrix: Prometheus textfile.")] = None,
+) -> None:
     """The history of rehearsals: date, plan, backup, RPO, RTO, objectives met, independence verdict."""
     from drtool.catalog.runs import RunLog
+
+    if matrix:
+        drill_matrix_cmds.matrix(ctx, as_json, out, metrics)
+        return
 
     rows = RunLog(state(ctx).open_catalog()).drills()
     if as_json:
@@ -64,4 +75,5 @@ def runbook(
 
 def register(app: typer.Typer) -> None:
     app.command()(drills)
+    app.command()(drill_matrix_cmds.drill)
     app.command()(runbook)

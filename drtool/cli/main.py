@@ -11,6 +11,7 @@ import typer
 
 from drtool import __version__, log
 from drtool.cli import (
+    audit_cmd,
     catalog_cmds,
     diff_cmd,
     drill_cmds,
@@ -113,6 +114,7 @@ app.add_typer(plan_cmds.app, name="plan")
 app.add_typer(runs_cmds.app, name="runs")
 app.command()(rehearse_cmd.rehearse)
 drill_cmds.register(app)
+audit_cmd.register(app)
 follow_cmds.register(app)
 
 

@@ -140,6 +140,8 @@ class Source(_Strict):
 
 
 class Objectives(_Strict):
+    # which workload the objectives are for: the guide sets training's and inference's apart (docs/audit.md)
+    workload: Literal["training", "inference"] | None = None
     rto: Duration | None = None
     rpo: Duration | None = None
 

@@ -31,6 +31,7 @@ COLOURS = {
 }
 INK, GRID, PAPER = "#212121", "#e0e0e0", "#ffffff"
 MARK_COLOURS = ("#455a64", "#1565c0")  # the timeline's vertical lines: restore steps done, time to service
+SMALL_SHARE = 0.05  # a measure under 5 % of its objective is marked and labelled, not only drawn
 FONT = 'font-family="Helvetica, Arial, sans-serif" font-size="13"'
 
 
@@ -129,7 +130,9 @@ def objectives_svg(rows: Sequence[Mapping[str, Any]], width: int = 1100) -> str:
 
     RTO is minutes and RPO may be a day: on one time axis one of them would vanish, so the axis is the
     percentage of the objective, every objective is the black marker at 100 %, and the figures are written
-    beside each bar. A measure without an objective is written, not drawn.
+    beside each bar. A measure without an objective is written, not drawn. A measure far below its objective
+    (under ``SMALL_SHARE`` of it: a 44 s RTO against 1 h) would be a sliver, so it gets a labelled mark: a
+    tick the height of the row at its true place and its share of the objective written beside it.
     """
     label_w, text_w, row_h, top = 220, 190, 44, 30
     ratios = [float(r["measured_s"]) / float(r["objective_s"]) for r in rows if _has_objective(r)]
@@ -162,8 +165,20 @@ def objectives_svg(rows: Sequence[Mapping[str, Any]], width: int = 1100) -> str:
         body.append(
             f'<line x1="{x:.1f}" y1="{y + 2}" x2="{x:.1f}" y2="{y + row_h - 2}" stroke="{INK}" stroke-width="3"/>'
         )
+        if ratio < SMALL_SHARE:
+            body += _small_mark(label_w + w, y, row_h, ratio, COLOURS[state])
         body.append(f'<text x="{label_w + plot_w + 10}" y="{y + 25}" fill="{INK}">{figures} ({state})</text>')
     return _svg(width, height, body, "RPO and RTO against their objectives", "objectives")
+
+
+def _small_mark(x: float, y: float, row_h: int, ratio: float, colour: str) -> list[str]:
+    """A measure too small to see as a bar: a tick at its end and its share of the objective beside it."""
+    share = f"{ratio * 100:.2g} % of the objective"
+    return [
+        f'<line class="small-mark" x1="{x:.1f}" y1="{y + 2}" x2="{x:.1f}" y2="{y + row_h - 2}" stroke="{colour}" '
+        f'stroke-width="2"/>',
+        f'<text class="small-mark" x="{x + 6:.1f}" y="{y + 25}" fill="{colour}" font-weight="bold">{share}</text>',
+    ]
 
 
 def _has_objective(row: Mapping[str, Any]) -> bool:

@@ -4,7 +4,8 @@ owner UIDs wrongly loses objects to it), namespace deletion, Deployments and Rep
 Jobs, Endpoints and EndpointSlices of Services with a selector (what a backup must leave out), the
 ServiceAccount controllers (every namespace's ``default`` ServiceAccount and its tokens), and node
 lifecycle (it lifts the ``not-ready`` taint admission puts on every new Node once kwok reports it Ready,
-and taints nodes whose heartbeats stop).
+and taints nodes whose heartbeats stop), and PVC protection (without it a deleted namespace holding a PVC
+stays Terminating forever: the drill `namespace-deleted` deletes one).
 
 As kubeadm runs it: its own identity (``system:kube-controller-manager``) with each controller acting as its
 own ServiceAccount in ``kube-system`` (``--use-service-account-credentials``), bound by the API server's
@@ -35,6 +36,7 @@ CONTROLLERS = (
     "node-lifecycle-controller",
     "serviceaccount-controller",
     "serviceaccount-token-controller",
+    "persistentvolumeclaim-protection-controller",  # lifts a deleted PVC's finalizer: namespaces can be deleted
 )
 
 

@@ -22,7 +22,7 @@ from isal.isal_zlib import crc32
 from drtool.errors import SourceError
 from drtool.plugin.contract import BackupContext, Inventory
 
-from . import detect, shards
+from . import detect, shards, state
 from .detect import Checkpoint
 from .location import IO_BLOCK, Changed, Location, ObjectStat, open_location
 from .ranged import RangePool
@@ -126,6 +126,7 @@ class Copier:
                     | {"run": outcome.run, "step": outcome.step, "milestone": milestone}
                     | {"objects": len(outcome.files), "bytes": outcome.size, "commit": list(outcome.commit)}
                     | self._shard_facts(spec, outcome)
+                    | state.facts(loc, outcome)
                 )
             else:
                 skipped.append(entry | {"reason": outcome.reason})

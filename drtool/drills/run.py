@@ -1,0 +1,112 @@
+"""One drill: guard, inject, wait until the failure shows, recover with the plan, judge, record.
+
+Times are the drill's own: ``injected`` when the injector's last write returned, ``detected`` when the
+cluster first shows the failure, ``recovered`` when the plan's last step ended, ``in service`` when its
+checks ended green. RPO is what the backup could not hold: the time from the backup's finish to the
+injection (everything written in between is lost).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from drtool.catalog.db import Catalog
+from drtool.catalog.scenarios import ScenarioDrillRow, ScenarioLog
+from drtool.errors import SourceError
+from drtool.kube.client import KubeClient
+from drtool.kube.settings import Connection
+from drtool.plans.executor import Executor, new_run_id
+from drtool.plans.loader import LoadedPlan
+from drtool.repo.manifest import Manifest
+from drtool.repo.repository import Repository
+
+from . import guard
+
+
+class Injector(Protocol):
+    scenario: str
+    manual: list[str]  # what a person had to do in this scenario, in words
+
+    def inject(self, client: KubeClient) -> None: ...
+
+    def detected(self, client: KubeClient) -> bool: ...
+
+    def pending(self, client: KubeClient) -> str:
+        """What still stands between the injection and its failure showing (for the error when it never does)."""
+        ...
+
+
+def _stamp(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _wait(ready: Callable[[], bool], what: str, timeout: float, pending: Callable[[], str]) -> float:
+    deadline = time.time() + timeout
+    while not ready():
+        if time.time() > deadline:
+            raise SourceError(f"drill: {what} not seen within {timeout:.0f}s: {pending()}")
+        time.sleep(0.25)
+    return time.time()
+
+
+def allowed_target(target: Mapping[str, Any], named: str | None, approved: bool) -> str:
+    """The host of the cluster ``target`` names, if a drill may break it (``guard``); nothing is contacted."""
+    return guard.allow(KubeClient(Connection.from_mapping(target)).server, named, approved)
+
+
+def run_drill(
+    injector: Injector,
+    target: Mapping[str, Any],
+    loaded: LoadedPlan,
+    repo: Repository,
+    manifest: Manifest,
+    catalog: Catalog,
+    *,
+    named: str | None = None,
+    approved: bool = False,
+    detect_timeout: float = 120.0,
+) -> ScenarioDrillRow:
+    """Break ``target`` (a kubeconfig mapping: ``kubeconfig``, ``context``) as the scenario says and recover it
+    with the plan, whose every step is pointed at that same cluster."""
+    client = KubeClient(Connection.from_mapping(target))
+    host = guard.allow(client.server, named, approved)  # again: a library caller may not have asked
+    overrides = {step.uses: dict(target) for step in loaded.require().steps}
+    injector.inject(client)
+    injected = time.time()
+    detected = _wait(
+        lambda: injector.detected(client),
+        f"{injector.scenario}'s failure",
+        detect_timeout,
+        lambda: injector.pending(client),
+    )
+    started = time.time()
+    run = Executor(loaded, repo, manifest, overrides=overrides, catalog=catalog, kind="drill").execute()
+    steps = list(run.steps.values())
+    recovered = started + max((s.finished_s for s in steps), default=0.0)
+    in_service = started + run.seconds if run.ok else None
+    backup_done = dt.datetime.fromisoformat(manifest.finished.replace("Z", "+00:00")).timestamp()
+    row = ScenarioDrillRow(
+        id=new_run_id(),
+        scenario=injector.scenario,
+        plan_name=run.plan.name,
+        target=host,
+        ok=run.ok,
+        injected_at=_stamp(injected),
+        detected_at=_stamp(detected),
+        recovered_at=_stamp(recovered) if all(s.status in ("ok", "skipped") for s in steps) else None,
+        in_service_at=_stamp(in_service) if in_service else None,
+        rpo_s=round(max(0.0, injected - backup_done), 3),
+        time_to_service_s=round(in_service - injected, 3) if in_service else None,
+        steps=json.dumps(
+            [{"id": s.id, "status": s.status, "seconds": round(s.finished_s - s.started_s, 3)} for s in steps]
+        ),
+        checks=json.dumps([{"name": c.name, "ok": c.ok, "detail": c.detail} for c in run.checks]),
+        manual=json.dumps(injector.manual),
+        error="; ".join(f"{s.id}: {s.error}" for s in run.failed),
+    )
+    ScenarioLog(catalog).save(row)
+    return row
