@@ -41,8 +41,8 @@ fi
 pip install -q --disable-pip-version-check -e '.[test]'
 
 python -m drtool_lab.build minio >/dev/null
-# kube-apiserver, kube-controller-manager, kube-scheduler, kwok, registry, cert-manager, Kueue: one go build
-# per build module, progress on stderr (cold: see docs/lab-builds.md)
+# kube-apiserver, kube-controller-manager, kube-scheduler, kwok, registry, cert-manager, Kueue, Velero and its AWS
+# plugin: one go build per build module, progress on stderr (cold: see docs/lab-builds.md)
 python -m drtool_lab.build lab >/dev/null
 python -c "from drtool_lab.plugins.helm import helm_cli; helm_cli()" >/dev/null  # Helm CLI for test_helm: ~3 min cold
 if [ "$(id -u)" = 0 ]; then  # test_image (root only): Debian base + pinned wheels, ~1.5 min cold
