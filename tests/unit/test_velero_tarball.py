@@ -125,8 +125,17 @@ def _bad_header() -> bytes:
             "holds team-a/cfg, not the object its path names",
         ),
     ],
-    ids=["truncated", "flipped-byte", "damaged-header", "trailing-bytes", "not-tar", "foreign-entry", "not-json",
-         "wrong-group", "moved-object"],  # fmt: skip
+    ids=[
+        "truncated",
+        "flipped-byte",
+        "damaged-header",
+        "trailing-bytes",
+        "not-tar",
+        "foreign-entry",
+        "not-json",
+        "wrong-group",
+        "moved-object",
+    ],
 )
 def test_a_damaged_tarball_is_refused_naming_it(data: bytes, message: str) -> None:
     with pytest.raises(IntegrityError, match=message) as caught:
