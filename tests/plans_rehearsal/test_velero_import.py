@@ -196,6 +196,19 @@ def test_a_bad_velero_backup_is_refused_in_one_line_and_nothing_is_written(
     assert _files(store) == before  # no manifest, no pack, no index: nothing became visible, nothing was stored
 
 
+def test_velero_restores_its_own_backup_into_another_namespace(source: Source) -> None:
+    """Velero's own restore of the same backup works here too (a team's namespace, mapped to a new one)."""
+    restore = source.velero.restore(
+        "seeded-nlp", BACKUP, "--include-namespaces=team-nlp", "--namespace-mappings=team-nlp:team-nlp-velero"
+    )
+    assert restore["status"]["phase"] == "Completed", restore["status"]
+    server = source.lab["kube-apiserver"]
+    api = config.new_client_from_config(config_file=str(server.admin_kubeconfig))  # type: ignore[attr-defined]
+    restored = {d.metadata.name for d in client.AppsV1Api(api).list_namespaced_deployment("team-nlp-velero").items}
+    original = {d.metadata.name for d in client.AppsV1Api(api).list_namespaced_deployment("team-nlp").items}
+    assert restored == original != set()
+
+
 def test_an_imported_velero_backup_rehearses_into_a_fresh_lab(source: Source, cli: Cli, tmp_path: Path) -> None:
     store = _store(tmp_path)
     env = source.s3_env()
@@ -216,16 +229,3 @@ def test_an_imported_velero_backup_rehearses_into_a_fresh_lab(source: Source, cl
     assert result.restored, failed
     assert set(result.report["run"]["rpo"]["per_plugin"]) == {"kubernetes"}
     assert source.lab["kube-apiserver"].healthy()  # started again after the rehearsal
-
-
-def test_velero_restores_its_own_backup_into_another_namespace(source: Source) -> None:
-    """Velero's own restore of the same backup works here too (a team's namespace, mapped to a new one)."""
-    restore = source.velero.restore(
-        "seeded-nlp", BACKUP, "--include-namespaces=team-nlp", "--namespace-mappings=team-nlp:team-nlp-velero"
-    )
-    assert restore["status"]["phase"] == "Completed", restore["status"]
-    server = source.lab["kube-apiserver"]
-    api = config.new_client_from_config(config_file=str(server.admin_kubeconfig))  # type: ignore[attr-defined]
-    restored = {d.metadata.name for d in client.AppsV1Api(api).list_namespaced_deployment("team-nlp-velero").items}
-    original = {d.metadata.name for d in client.AppsV1Api(api).list_namespaced_deployment("team-nlp").items}
-    assert restored == original != set()
