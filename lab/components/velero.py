@@ -137,14 +137,14 @@ class VeleroServer(ClusterProcess):
     def backup(self, name: str, *flags: str, timeout: float = 900.0) -> Obj:
         """``velero backup create NAME --wait`` with ``flags``; the Backup object as Velero left it."""
         self.cli("backup", "create", name, "--wait", *flags, timeout=timeout)
-        return self._wait_final("backups", name, timeout)
+        return self.final("backups", name, timeout)
 
     def restore(self, name: str, backup: str, *flags: str, timeout: float = 900.0) -> Obj:
         """``velero restore create NAME --from-backup BACKUP --wait``; the Restore object as Velero left it."""
         self.cli("restore", "create", name, "--from-backup", backup, "--wait", *flags, timeout=timeout)
-        return self._wait_final("restores", name, timeout)
+        return self.final("restores", name, timeout)
 
-    def _wait_final(self, plural: str, name: str, timeout: float) -> Obj:
+    def final(self, plural: str, name: str, timeout: float) -> Obj:
         """The object once its phase is final (``--wait`` may return while Velero still finalizes it)."""
         from drtool_lab.kube_seed import KubeClient
 
