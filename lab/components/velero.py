@@ -108,6 +108,7 @@ class VeleroServer(ClusterProcess):
             f"--plugin-dir={self.plugin_dir}",
             f"--metrics-address=127.0.0.1:{self.health_port}",
             "--store-validation-frequency=10s",
+            "--backup-sync-period=10s",  # a backup copied into the bucket shows up within seconds
             "--log-level=info",
         ]
 
@@ -152,11 +153,11 @@ class VeleroServer(ClusterProcess):
         path = f"/apis/velero.io/v1/namespaces/{NAMESPACE}/{plural}/{name}"
         seen: Obj = {}
 
-        def final() -> bool:
+        def done() -> bool:
             seen.update(client.get(path))
             return (seen.get("status") or {}).get("phase") in FINAL_PHASES
 
-        process.wait_until(final, timeout, f"Velero's {plural[:-1]} {name}", self.log_path)
+        process.wait_until(done, timeout, f"Velero's {plural[:-1]} {name}", self.log_path)
         return seen
 
     def describe(self) -> str:
