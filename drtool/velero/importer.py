@@ -76,19 +76,16 @@ def what_velero_left_out(velero: VeleroBackup) -> list[str]:
     Velero's filters, volume data (not imported), and what no Velero backup records."""
     spec, status = velero.provenance.spec, velero.status
     out = []
-    for key, label in (
-        ("includedNamespaces", "only namespaces"),
-        ("excludedNamespaces", "without namespaces"),
-        ("includedResources", "only resources"),
-        ("excludedResources", "without resources"),
-        ("includedClusterScopedResources", "only cluster-scoped resources"),
-        ("excludedClusterScopedResources", "without cluster-scoped resources"),
-        ("includedNamespaceScopedResources", "only namespaced resources"),
-        ("excludedNamespaceScopedResources", "without namespaced resources"),
+    for key, what in (
+        ("Namespaces", "namespaces"),
+        ("Resources", "resources"),
+        ("ClusterScopedResources", "cluster-scoped resources"),
+        ("NamespaceScopedResources", "namespaced resources"),
     ):
-        values = [v for v in spec.get(key) or [] if v != "*"]
-        if values:
-            out.append(f"Velero was asked for {label} {', '.join(values)}")
+        for side, verb in (("included", "backed up only the"), ("excluded", "left out the")):
+            values = [v for v in spec.get(f"{side}{key}") or [] if v != "*"]
+            if values:
+                out.append(f"Velero {verb} {what} {', '.join(values)} (its backup's spec)")
     if spec.get("includeClusterResources") is False:
         out.append("Velero was asked to leave cluster-scoped resources out")
     for key in ("labelSelector", "orLabelSelectors"):

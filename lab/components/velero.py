@@ -38,6 +38,7 @@ BUCKET = "velero"
 PREFIX = "lab"
 LOCATION = "default"
 PLUGIN = "velero-plugin-for-aws"
+DATA_MOVER_CRDS = "config/crd/v2alpha1/bases/*.yaml"
 FINAL_PHASES = ("Completed", "PartiallyFailed", "Failed", "FailedValidation")
 Obj = dict[str, Any]
 
@@ -89,13 +90,19 @@ class VeleroServer(ClusterProcess):
         }
 
     def prepare(self) -> None:
-        from drtool_lab.kube_seed import KubeClient, install_crds
+        from drtool_lab import upstream
+        from drtool_lab.kube_seed import KubeClient, install_crds, wait_established
 
         self.__dict__["_minio"].create_bucket(BUCKET)
         self.plugin_dir.mkdir(parents=True, exist_ok=True)
         shutil.copy2(lab_binary(PLUGIN), self.plugin_dir / PLUGIN)  # Velero runs every executable there
         client = KubeClient(self.access())
         install_crds(client, ["velero"])
+        # the server also insists on the data mover's CRDs (velero.io/v2alpha1), which the seed does not install
+        movers = upstream.yaml_docs("velero", [DATA_MOVER_CRDS])
+        for doc in movers:
+            client.create(doc, read_existing=False)
+        wait_established(client, [d["metadata"]["name"] for d in movers])
         client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         client.apply(self.location())
 
