@@ -88,6 +88,12 @@ def what_velero_left_out(velero: VeleroBackup) -> list[str]:
                 out.append(f"Velero {verb} {what} {', '.join(values)} (its backup's spec)")
     if spec.get("includeClusterResources") is False:
         out.append("Velero was asked to leave cluster-scoped resources out")
+    elif _cluster_scoped_left_out(spec):
+        out.append(
+            "cluster-scoped resources: Velero backed up only namespaces and what its actions pulled in (CRDs of "
+            "backed-up custom resources, ClusterRoles of ServiceAccounts); its default since it excludes CSI "
+            "snapshot contents itself, unless `velero backup create --include-cluster-resources`"
+        )
     for key in ("labelSelector", "orLabelSelectors"):
         if spec.get(key):
             out.append(f"Velero backed up only objects matching its {key} {spec[key]}")
@@ -97,6 +103,18 @@ def what_velero_left_out(velero: VeleroBackup) -> list[str]:
     out.append("the source API server's address: not in a Velero backup (give --source-server)")
     out.append("each type's resourceVersion and whether a LIST was consistent: not in a Velero backup")
     return out
+
+
+def _cluster_scoped_left_out(spec: dict[str, Any]) -> bool:
+    """Velero v1.18's rule (pkg/util/collections/includes_excludes.go, ScopeIncludesExcludes.ShouldInclude):
+    with the new-style filters, all cluster-scoped types are backed up only when no cluster-scoped include or
+    exclude is set; its backup controller always adds the exclude of volumesnapshotcontents itself
+    (pkg/controller/backup_controller.go, autoExcludeClusterScopedResources), so a plain backup has one."""
+    old_style = spec.get("includeClusterResources") is not None or spec.get("includedResources") or spec.get(
+        "excludedResources"
+    )
+    included = [v for v in spec.get("includedClusterScopedResources") or [] if v]
+    return not old_style and not included and bool(spec.get("excludedClusterScopedResources"))
 
 
 def _volume_counts(status: dict[str, Any]) -> str:

@@ -42,7 +42,8 @@ from tests.fixtures.kube import wait_for
 
 PLANS = Path(__file__).resolve().parents[2] / "restore-plans"
 TEAMS = ("team-nlp", "team-vision", "team-speech", "research")
-BACKUP = "seeded"
+BACKUP = "seeded"  # velero backup create seeded --include-cluster-resources=true
+DEFAULT = "seeded-default"  # velero backup create seeded-default
 Obj = dict[str, Any]
 
 
@@ -92,15 +93,18 @@ def source(lab_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         server = lab["kube-apiserver"]
         api = config.new_client_from_config(config_file=str(server.admin_kubeconfig))  # type: ignore[attr-defined]
         wait_for(lambda: settled(api), "the platform acting on the seed", timeout=180)
+        default = velero.backup(DEFAULT)  # as `velero backup create NAME` makes it: see the test below
+        assert default["status"]["phase"] == "Completed", default["status"]
         started = time.monotonic()
-        backup = velero.backup(BACKUP)
-        seconds = time.monotonic() - started
+        backup = velero.backup(BACKUP, "--include-cluster-resources=true")
+        seconds = {"velero backup create --include-cluster-resources --wait": time.monotonic() - started}
         assert backup["status"]["phase"] == "Completed", backup["status"]
-        store = tmp_path_factory.mktemp("native") / "store"
-        native = run_backup(
-            Repository.init(LocalBackend(store), passphrase=PASSPHRASE), [get_plugin("kubernetes")], sources
-        )
+        repo = Repository.init(LocalBackend(tmp_path_factory.mktemp("native") / "store"), passphrase=PASSPHRASE)
+        started = time.monotonic()
+        native = run_backup(repo, [get_plugin("kubernetes")], sources)
+        seconds["drtool backup -p kubernetes"] = time.monotonic() - started
         copy = copy_location(minio, BACKUP, tmp_path_factory.mktemp("velero-bucket"))
+        copy_location(minio, DEFAULT, copy)
         yield Source(lab, velero, minio, backup, native, copy, seconds)
     finally:
         lab.down()
@@ -127,6 +131,23 @@ def test_velero_backs_up_the_seeded_lab_and_its_tarball_reads_back(source: Sourc
         assert key in tarball.resources, sorted(tarball.resources)
     checked = read_backup(str(source.copy), BACKUP)  # phase, format, item count and resource list all agree
     assert checked.provenance.location == "default" and checked.provenance.items == tarball.objects
+
+
+def test_velero_s_default_backup_leaves_cluster_scoped_resources_out_and_the_import_says_so(
+    source: Source, tmp_path: Path
+) -> None:
+    """Velero v1.18.3's plain `velero backup create`: no ClusterQueue, ResourceFlavor or ClusterIssuer; only
+    namespaces and what its actions pull in (CRDs of backed-up custom resources, ClusterRoles of
+    ServiceAccounts). A restore from it cannot bring the platform's quotas back, and the import says why."""
+    tarball = parse((source.copy / "backups" / DEFAULT / f"{DEFAULT}.tar.gz").read_bytes(), DEFAULT)
+    for key in ("clusterqueues.kueue.x-k8s.io", "resourceflavors.kueue.x-k8s.io", "clusterissuers.cert-manager.io"):
+        assert key not in tarball.resources
+    assert "namespaces" in tarball.resources and "customresourcedefinitions.apiextensions.k8s.io" in tarball.resources
+    repo = Repository.init(LocalBackend(tmp_path / "store"), passphrase=PASSPHRASE)
+    imported = import_backup(repo, str(source.copy), DEFAULT)
+    assert any(line.startswith("cluster-scoped resources: Velero backed up only") for line in imported.not_captured)
+    full = import_backup(repo, str(source.copy), BACKUP)
+    assert not any(line.startswith("cluster-scoped resources") for line in full.not_captured)
 
 
 def _edit_metadata(folder: Path, **status: Any) -> None:
