@@ -26,7 +26,7 @@ from typing import Any
 
 from drtool_lab.components.cluster_process import ClusterProcess
 from drtool_lab.components.minio import REGION, MinioServer
-from drtool_lab.gomods import lab_binary
+from drtool_lab.gomods import lab_binary, required_version
 
 from drtool.environ import child_env
 from drtool.errors import SourceError
@@ -38,6 +38,7 @@ BUCKET = "velero"
 PREFIX = "lab"
 LOCATION = "default"
 PLUGIN = "velero-plugin-for-aws"
+VELERO_MODULE = "github.com/vmware-tanzu/velero"
 DATA_MOVER_CRDS = "config/crd/v2alpha1/bases/*.yaml"
 FINAL_PHASES = ("Completed", "PartiallyFailed", "Failed", "FailedValidation")
 Obj = dict[str, Any]
@@ -105,6 +106,23 @@ class VeleroServer(ClusterProcess):
         wait_established(client, [d["metadata"]["name"] for d in movers])
         client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         client.apply(self.location())
+        client.apply(self.deployment())
+
+    def deployment(self) -> Obj:
+        """The Deployment `velero install` makes, scaled to zero: Velero's pod-volume restore action reads its
+        own Deployment for the restore helper's image, and a restore fails without it (nothing runs from it)."""
+        labels = {"component": "velero", "deploy": "velero"}
+        container = {"name": "velero", "image": f"velero/velero:{required_version('velero', VELERO_MODULE)}"}
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "velero", "namespace": NAMESPACE, "labels": labels},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+            },
+        }
 
     def argv(self) -> list[str]:
         return [
