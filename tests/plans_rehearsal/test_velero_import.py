@@ -47,6 +47,12 @@ DEFAULT = "seeded-default"  # velero backup create seeded-default
 Obj = dict[str, Any]
 
 
+@pytest.fixture(autouse=True)
+def quick_platform_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shipped plan's platform checks watch for a minute in production; a few seconds show the same here."""
+    monkeypatch.setenv("DRTOOL_VAR_CHECK_WINDOW", "5s")
+
+
 @dataclasses.dataclass
 class Source:
     lab: Lab
