@@ -110,8 +110,10 @@ def _cluster_scoped_left_out(spec: dict[str, Any]) -> bool:
     with the new-style filters, all cluster-scoped types are backed up only when no cluster-scoped include or
     exclude is set; its backup controller always adds the exclude of volumesnapshotcontents itself
     (pkg/controller/backup_controller.go, autoExcludeClusterScopedResources), so a plain backup has one."""
-    old_style = spec.get("includeClusterResources") is not None or spec.get("includedResources") or spec.get(
-        "excludedResources"
+    old_style = (
+        spec.get("includeClusterResources") is not None
+        or spec.get("includedResources")
+        or spec.get("excludedResources")
     )
     included = [v for v in spec.get("includedClusterScopedResources") or [] if v]
     return not old_style and not included and bool(spec.get("excludedClusterScopedResources"))
