@@ -133,6 +133,7 @@ class Peers:
     def velero_restore(self, run: int, backup: dict[str, Any]) -> dict[str, Any]:
         target = self.labs.up(f"velero-target-r{run}")
         try:
+            self.source.lab["velero"].stop()  # one Velero per machine (lab/components/velero.py, port 8080)
             target.lab.up(["velero"])
             velero = target.lab["velero"]
             copy_backup(self.source.lab["minio"], target.lab["minio"], backup["backup"])

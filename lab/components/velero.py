@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import socket
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,6 +41,9 @@ LOCATION = "default"
 PLUGIN = "velero-plugin-for-aws"
 VELERO_MODULE = "github.com/vmware-tanzu/velero"
 DATA_MOVER_CRDS = "config/crd/v2alpha1/bases/*.yaml"
+# Velero v1.18.3 starts its controller manager without metrics options (pkg/cmd/server/server.go, ctrl.NewManager),
+# so controller-runtime serves metrics on :8080, on every address, and no flag moves it: one Velero per machine
+MANAGER_METRICS_PORT = 8080
 FINAL_PHASES = ("Completed", "PartiallyFailed", "Failed", "FailedValidation")
 Obj = dict[str, Any]
 
@@ -92,6 +96,8 @@ class VeleroServer(ClusterProcess):
 
     def prepare(self) -> None:
         from drtool_lab import upstream
+
+        _require_free(MANAGER_METRICS_PORT)
         from drtool_lab.kube_seed import KubeClient, install_crds, wait_established
 
         self.__dict__["_minio"].create_bucket(BUCKET)
@@ -187,3 +193,14 @@ class VeleroServer(ClusterProcess):
 
     def describe(self) -> str:
         return f"location {LOCATION} at {self.url} on {self.s3_url}, metrics {self.health_url()}"
+
+
+def _require_free(port: int) -> None:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("", port))
+        except OSError:
+            raise SourceError(
+                f"port {port} is in use: Velero v1.18.3's controller manager always serves its metrics there",
+                "one Velero per machine: stop the other lab's (drtool lab down NAME) or what holds the port",
+            ) from None
