@@ -91,6 +91,7 @@ LAYERS = (
             "drtool.prune": "forgetting backups and deleting what no backup needs",
             "drtool.repair": "`drtool repair index`: the index rebuilt from the packs' own headers",
             "drtool.shards": "sharded backups: N workers, one backup",
+            "drtool.velero": "`drtool import velero`: a Velero backup read, checked and written as a kubernetes backup",
             "drtool.retention": "which backups a retention policy keeps",
             "drtool.catalog": "the SQL cache of the store's manifests, and the history of runs and drills",
             "drtool.metrics": "Prometheus metrics of backups and prunes",

@@ -1,13 +1,15 @@
 """The lab's Go servers built from checked-in build modules under ``gomod/`` (docs/lab-builds.md).
 
-Two modules, because one cannot hold them all: ``gomod/lab`` builds kube-apiserver, kube-controller-manager
+Three modules, because one cannot hold them all: ``gomod/lab`` builds kube-apiserver, kube-controller-manager
 and kube-scheduler (``k8s.io/kubernetes``, with the replace list only a main module can carry), kwok, the
 OCI registry and cert-manager's controllers, all against one set of ``k8s.io/*`` v0.37 modules, so their
 shared dependencies compile once; ``gomod/kueue`` builds Kueue, whose job integrations do not compile
-against ``k8s.io/api`` v0.37. Each module's ``go.mod``/``go.sum`` is the pin: a binary's version is the
-version its upstream module has there, and its cache name also carries a hash of ``go.sum``, so any change
-to the pin builds anew. The missing binaries asked for at once are built by one ``go build`` per module
-(parallel compile and links, one progress report), under one lock.
+against ``k8s.io/api`` v0.37; ``gomod/velero`` builds Velero and its AWS object-store plugin, because
+Velero's replace of kopia (with its fork) only takes effect in a main module. Each module's
+``go.mod``/``go.sum`` is the pin: a binary's version is the version its upstream module has there, and its
+cache name also carries a hash of ``go.sum``, so any change to the pin builds anew. The missing binaries asked
+for at once are built by one ``go build`` per module (parallel compile and links, one progress report), under
+one lock.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ class LabBinary:
 
 
 _KUBE = "k8s.io/kubernetes"
+_VELERO = "github.com/vmware-tanzu/velero"
+_VELERO_AWS = "github.com/vmware-tanzu/velero-plugin-for-aws"
 BINARIES: dict[str, LabBinary] = {
     b.name: b
     for b in (
@@ -77,6 +81,8 @@ BINARIES: dict[str, LabBinary] = {
             "lab",
         ),
         LabBinary("kueue", "sigs.k8s.io/kueue/cmd/kueue", "sigs.k8s.io/kueue", "kueue"),
+        LabBinary("velero", f"{_VELERO}/cmd/velero", _VELERO, "velero"),
+        LabBinary("velero-plugin-for-aws", f"{_VELERO_AWS}/velero-plugin-for-aws", _VELERO_AWS, "velero"),
     )
 }
 
@@ -152,6 +158,9 @@ def _ldflags(gomod: str) -> str:
         flags.append(f"-X sigs.k8s.io/kwok/pkg/consts.Version={required_version(gomod, 'sigs.k8s.io/kwok')[1:]}")
         cert_manager = required_version(gomod, "github.com/cert-manager/cert-manager")
         flags.append(f"-X github.com/cert-manager/cert-manager/pkg/util.AppVersion={cert_manager}")
+    elif gomod == "velero":  # what Velero's hack/build.sh sets; the AWS plugin stamps no version
+        flags.append(f"-X {_VELERO}/pkg/buildinfo.Version={required_version(gomod, _VELERO)}")
+        flags.append(f"-X {_VELERO}/pkg/buildinfo.GitTreeState=clean")
     else:
         flags.append(f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={required_version(gomod, 'sigs.k8s.io/kueue')}")
     return " ".join(flags)

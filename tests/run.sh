@@ -41,8 +41,8 @@ fi
 pip install -q --disable-pip-version-check -e '.[test]'
 
 python -m drtool_lab.build minio >/dev/null
-# kube-apiserver, kube-controller-manager, kube-scheduler, kwok, registry, cert-manager, Kueue: one go build
-# per build module, progress on stderr (cold: see docs/lab-builds.md)
+# kube-apiserver, kube-controller-manager, kube-scheduler, kwok, registry, cert-manager, Kueue, Velero and its AWS
+# plugin: one go build per build module, progress on stderr (cold: see docs/lab-builds.md)
 python -m drtool_lab.build lab >/dev/null
 # kube-apiserver of two other Kubernetes releases for tests/plugins/test_kube_versions.py (one go build each,
 # kube-apiserver only; v1.38 fetches Go 1.27.3 once): about 8 CPU-minutes each cold, so ~10 min on an idle

@@ -16,6 +16,7 @@ from drtool.cli import (
     diff_cmd,
     drill_cmds,
     follow_cmds,
+    import_cmds,
     independence_cmd,
     key_cmds,
     plan_cmds,
@@ -113,6 +114,7 @@ app.add_typer(repair_cmd.app, name="repair")
 app.add_typer(plan_cmds.app, name="plan")
 app.add_typer(runs_cmds.app, name="runs")
 app.command()(rehearse_cmd.rehearse)
+app.add_typer(import_cmds.app, name="import")
 drill_cmds.register(app)
 audit_cmd.register(app)
 follow_cmds.register(app)

@@ -97,12 +97,12 @@ def crd_index(client: KubeClient, page_size: int = 500) -> dict[tuple[str, str],
     index: dict[tuple[str, str], CrdInfo] = {}
     for page in client.list_pages(CRD_PATH, limit=page_size):
         for crd in page.get("items") or []:
-            info = _crd_info(crd)
+            info = crd_info(crd)
             index[(info.group, info.plural)] = info
     return index
 
 
-def _crd_info(crd: dict[str, Any]) -> CrdInfo:
+def crd_info(crd: dict[str, Any]) -> CrdInfo:
     spec = crd["spec"]
     versions = spec.get("versions") or []
     storage = next((v["name"] for v in versions if v.get("storage")), versions[0]["name"] if versions else "")

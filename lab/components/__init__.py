@@ -15,6 +15,7 @@ from drtool_lab.components.minio import MinioServer
 from drtool_lab.components.mlflow import MlflowServer
 from drtool_lab.components.postgres import PostgresServer
 from drtool_lab.components.registry import RegistryServer
+from drtool_lab.components.velero import VeleroServer
 
 from drtool.servers.component import Component
 from drtool.servers.etcd import EtcdServer
@@ -36,6 +37,7 @@ KINDS: dict[str, type[Component]] = {
     OpenBaoServer.kind: OpenBaoServer,
     PostgresServer.kind: PostgresServer,
     RegistryServer.kind: RegistryServer,
+    VeleroServer.kind: VeleroServer,
 }
 
 __all__ = ["KINDS", "Component"]

@@ -117,6 +117,10 @@ class ClusterProcess(Component):
     def started(self) -> None:
         """What the lab does once the process answers (nodes to manage, webhook configurations)."""
 
+    def process_env(self) -> dict[str, str]:
+        """Variables the process starts with, beyond the scrubbed environment (``drtool.environ``)."""
+        return {}
+
     def start(self, timeout: float = 120.0) -> None:
         for name in self.binaries:
             lab_binary(name)  # may build first (minutes): before the readiness clock starts
@@ -125,7 +129,7 @@ class ClusterProcess(Component):
         self.path.mkdir(parents=True, exist_ok=True)
         self.ensure_kubeconfig()
         self.prepare()
-        self.pid = process.spawn(self.argv(), self.log_path, cwd=self.path)
+        self.pid = process.spawn(self.argv(), self.log_path, env=self.process_env(), cwd=self.path)
         try:
             process.wait_until(self.healthy, timeout, f"{self.kind} {self.name}", self.log_path, self.running)
             self.started()

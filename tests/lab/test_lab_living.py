@@ -321,6 +321,7 @@ def test_doctor_lists_every_component_and_finds_the_built_ones(living: Living, c
         row = next(line for line in out.splitlines() if line.startswith(f"│ {kind} "))
         assert "found" in row and "go build" in row, row
     assert "k8s.io/kubernetes@v1.37.2" in out and "sigs.k8s.io/kueue@v0.17.0" in out
+    assert "github.com/vmware-tanzu/velero@v1.18.3" in out
 
 
 def test_a_living_lab_with_three_gpu_pools_stays_under_3_gib(living: Living) -> None:

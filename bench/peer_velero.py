@@ -1,0 +1,230 @@
+"""Velero next to drtool on the same objects: backup and restore wall time, objects/s, CPU-seconds, peak RSS.
+
+    python bench/peer_velero.py [--objects 0] [--runs 3]
+
+One source lab (etcd + kube-apiserver, bare: nothing reconciles, so both tools read the same objects every
+run) seeded like ``drtool lab seed NAME --objects N`` (0: the base seed, about 200 objects), with the lab's
+MinIO and Velero (``drtool lab up --with velero``: built from its module, lab/gomod/velero). ``--runs`` times,
+alternating who goes first:
+
+- **drtool backup**: ``python -m drtool --store DIR backup -p kubernetes --json`` into a fresh local store,
+  measured as one process (``kube_objects.Runner``: wall time, its CPU and peak RSS through ``wait4``);
+- **velero backup**: ``velero backup create NAME --wait``, the CLI measured the same way, plus the CPU the
+  Velero server and its plugin processes spent meanwhile (``/proc/PID/stat``) and the server's peak RSS
+  (``VmHWM``: its peak since it started, so a later run never reports less than an earlier one).
+
+Restores, ``--runs`` times each, alternating, each into a new bare lab: drtool's ``restore latest -p
+kubernetes -t kubeconfig=...`` (with its default verify), and Velero's ``velero restore create --from-backup
+--wait`` by a Velero started in the new lab, after the backup's objects were copied into that lab's MinIO and
+Velero's sync made the Backup appear (not timed). Velero verifies nothing after a restore; drtool's time
+includes its verification. Medians of the runs are printed as Markdown with the 1-minute load average each
+run started at; raw results go to ``bench/results/peer_velero-<stamp>.json`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from kube_objects import DRTOOL, RESULTS_DIR, BenchError, KubeLab, Labs, Runner, drtool_env, proc_cpu_seconds, save
+from machine import machine_facts
+
+BACKUP = "bench"
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every process whose parent chain leads to it (Velero's plugin processes)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    tree, todo = [pid], [pid]
+    while todo:
+        parent = todo.pop()
+        children = [p for p, pp in parents.items() if pp == parent]
+        tree += children
+        todo += children
+    return tree
+
+
+def tree_cpu(pid: int) -> float:
+    return sum(proc_cpu_seconds(p) for p in process_tree(pid))
+
+
+def hwm_kib(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
+
+
+@dataclasses.dataclass
+class Peers:
+    runner: Runner
+    labs: Labs
+    work: Path
+    source: KubeLab
+    document: dict[str, Any]
+    output: Path
+
+    def record(self, entry: dict[str, Any]) -> None:
+        self.document["runs"].append(entry)
+        save(self.output, self.document)
+        m = entry["measurement"]
+        print(f"{entry['tool']} {entry['op']} run {entry['run']}: {m['seconds']} s, load {m['loadavg_1m']}", flush=True)
+
+    def velero_env(self, velero: Any) -> dict[str, str]:
+        home = self.work / "homes" / "velero"
+        home.mkdir(parents=True, exist_ok=True)
+        return {"PATH": os.environ.get("PATH", ""), "HOME": str(home)}
+
+    def velero_cli(self, velero: Any, *args: str) -> list[str]:
+        from drtool_lab.gomods import lab_binary
+
+        return [str(lab_binary("velero")), *args, f"--kubeconfig={velero.kubeconfig_path}", "--namespace=velero-lab"]
+
+    def drtool_backup(self, run: int) -> dict[str, Any]:
+        tag, store = f"drtool-backup-r{run}", self.work / "stores" / f"r{run}"
+        env = drtool_env(self.work / "homes" / tag, str(self.source.apiserver.readonly_kubeconfig))
+        self.runner.measure(
+            [*DRTOOL, "init", "--store", str(store), "--no-save"], env, f"{tag}-init", {}, quiet_first=False
+        )
+        m, out = self.runner.measure([*DRTOOL, "--store", str(store), "backup", "-p", "kubernetes", "--json"], env,
+                                     tag, self.source.pids)  # fmt: skip
+        meta = json.loads(out)["plugins"]["kubernetes"]["meta"]
+        return {"tool": "drtool", "op": "backup", "run": run, "measurement": dataclasses.asdict(m),
+                "objects": meta["objects"], "store": str(store)}  # fmt: skip
+
+    def velero_backup(self, run: int) -> dict[str, Any]:
+        velero = self.source.lab["velero"]
+        name = f"{BACKUP}-r{run}"
+        before = tree_cpu(velero.pid)
+        m, _ = self.runner.measure(self.velero_cli(velero, "backup", "create", name, "--wait"),
+                                   self.velero_env(velero), f"velero-backup-r{run}", self.source.pids)  # fmt: skip
+        server_cpu = tree_cpu(velero.pid) - before
+        status = velero.final("backups", name, 600)["status"]
+        if status.get("phase") != "Completed":
+            raise BenchError(f"velero backup {name}: {status}")
+        return {"tool": "velero", "op": "backup", "run": run, "measurement": dataclasses.asdict(m),
+                "objects": status["progress"]["itemsBackedUp"], "server_cpu_seconds": round(server_cpu, 2),
+                "server_peak_rss_kib": hwm_kib(velero.pid), "backup": name}  # fmt: skip
+
+    def drtool_restore(self, run: int, backup: dict[str, Any]) -> dict[str, Any]:
+        target = self.labs.up(f"drtool-target-r{run}")
+        try:
+            tag = f"drtool-restore-r{run}"
+            env = drtool_env(self.work / "homes" / tag, str(target.apiserver.readonly_kubeconfig))
+            argv = [*DRTOOL, "--store", backup["store"], "restore", "latest", "-p", "kubernetes",
+                    "-t", f"kubeconfig={target.apiserver.admin_kubeconfig}", "--json"]  # fmt: skip
+            m, _ = self.runner.measure(argv, env, tag, target.pids)
+            return {"tool": "drtool", "op": "restore", "run": run, "measurement": dataclasses.asdict(m),
+                    "objects": backup["objects"], "verified": True}  # fmt: skip
+        finally:
+            self.labs.down(target)
+
+    def velero_restore(self, run: int, backup: dict[str, Any]) -> dict[str, Any]:
+        target = self.labs.up(f"velero-target-r{run}")
+        try:
+            self.source.lab["velero"].stop()  # one Velero per machine (lab/components/velero.py, port 8080)
+            target.lab.up(["velero"])
+            velero = target.lab["velero"]
+            copy_backup(self.source.lab["minio"], target.lab["minio"], backup["backup"])
+            path = f"/apis/velero.io/v1/namespaces/velero-lab/backups/{backup['backup']}"
+            from drtool_lab.kube_seed import KubeClient
+
+            from drtool.servers import process
+
+            client = KubeClient(velero.access())
+            process.wait_until(lambda: bool(client.get(path)), 180, "Velero syncing the copied backup")
+            before = tree_cpu(velero.pid)
+            m, _ = self.runner.measure(
+                self.velero_cli(velero, "restore", "create", f"r{run}", "--from-backup", backup["backup"], "--wait"),
+                self.velero_env(velero), f"velero-restore-r{run}", target.pids)  # fmt: skip
+            server_cpu = tree_cpu(velero.pid) - before
+            status = velero.final("restores", f"r{run}", 600)["status"]
+            return {"tool": "velero", "op": "restore", "run": run, "measurement": dataclasses.asdict(m),
+                    "objects": backup["objects"], "phase": status.get("phase"), "warnings": status.get("warnings"),
+                    "server_cpu_seconds": round(server_cpu, 2), "server_peak_rss_kib": hwm_kib(velero.pid)}  # fmt: skip
+        finally:
+            self.labs.down(target)
+
+
+def copy_backup(source: Any, target: Any, name: str) -> None:
+    """Velero's objects of one backup, from the source lab's bucket into the target lab's (same keys)."""
+    src, dst = source.client(), target.client()
+    prefix = f"lab/backups/{name}/"
+    for item in src.list_objects_v2(Bucket="velero", Prefix=prefix)["Contents"]:
+        body = src.get_object(Bucket="velero", Key=item["Key"])["Body"].read()
+        dst.put_object(Bucket="velero", Key=item["Key"], Body=body)
+
+
+def summary(runs: list[dict[str, Any]]) -> str:
+    rows = ["| tool | operation | objects | wall s (median) | objects/s | CPU-s | peak RSS MiB | load at start |",
+            "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for tool in ("drtool", "velero"):
+        for op in ("backup", "restore"):
+            mine = [r for r in runs if r["tool"] == tool and r["op"] == op]
+            if not mine:
+                continue
+            wall = statistics.median(r["measurement"]["seconds"] for r in mine)
+            cpu = statistics.median(r["measurement"]["cpu_seconds"] + r.get("server_cpu_seconds", 0) for r in mine)
+            rss = max(max(r["measurement"]["peak_rss_kib"], r.get("server_peak_rss_kib", 0)) for r in mine) / 1024
+            loads = ", ".join(str(r["measurement"]["loadavg_1m"]) for r in mine)
+            objects = mine[0]["objects"]
+            rows.append(
+                f"| {tool} | {op} | {objects} | {wall:.2f} | {objects / wall:.0f} | {cpu:.2f} | {rss:.0f} | {loads} |"
+            )
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--objects", type=int, default=0, help="bulk objects on top of the base seed")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--max-load", type=float, default=4.0, help="wait for the 1-minute load to drop below")
+    parser.add_argument("--settle", type=float, default=60.0, help="wait at most this long for it")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/drtool-peer-velero"))
+    args = parser.parse_args()
+    os.environ["DRTOOL_LAB_DIR"] = str(args.work / "labs")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    RESULTS_DIR.mkdir(exist_ok=True)
+    output = RESULTS_DIR / f"peer_velero-{stamp}.json"
+    document: dict[str, Any] = {"machine": machine_facts(), "args": vars(args) | {"work": str(args.work)}, "runs": []}
+    (args.work / "logs").mkdir(parents=True, exist_ok=True)
+    labs = Labs(args.work / "labs")
+    try:
+        from drtool_lab.kube_seed import seed
+
+        source = labs.up("source")
+        seed(source.apiserver.access(), args.objects)
+        source.lab.up(["velero"])
+        runner = Runner(args.work / "logs", args.max_load, args.settle)
+        peers = Peers(runner, labs, args.work, source, document, output)
+        backups: dict[str, dict[str, Any]] = {}
+        for run in range(1, args.runs + 1):
+            order = ("drtool", "velero") if run % 2 else ("velero", "drtool")
+            for tool in order:
+                entry = peers.drtool_backup(run) if tool == "drtool" else peers.velero_backup(run)
+                backups.setdefault(tool, entry)
+                peers.record(entry)
+        for run in range(1, args.runs + 1):
+            order = ("drtool", "velero") if run % 2 else ("velero", "drtool")
+            for tool in order:
+                restore = peers.drtool_restore if tool == "drtool" else peers.velero_restore
+                peers.record(restore(run, backups[tool]))
+    finally:
+        labs.down_all()
+    print(summary(document["runs"]))
+    print(f"raw results: {output}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
