@@ -177,7 +177,8 @@ def main() -> None:
             for mode in modes:
                 minio.create_bucket(f"restore-{r}-{mode}")
                 argv = [*drtool, "restore", backup_id, "-p", "checkpoints", "--json"]
-                argv += ["-t", f"url=s3://restore-{r}-{mode}/ckpt", "-t", "lab=bench"]
+                argv += ["-t", f"url=s3://restore-{r}-{mode}/ckpt", "-t", f"endpoint_url={minio.api_url}"]
+                argv += ["-t", f"credentials_file={creds}"]
                 argv += ["--no-verify"] if mode == "off" else [f"--verify={mode}"]
                 row = paired(client, keys, "copy", argv, renv)
                 report = json.loads(row.pop("out"))  # type: ignore[arg-type]
