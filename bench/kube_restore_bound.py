@@ -154,12 +154,14 @@ def plain(bodies: Path, kubeconfig: str, workers: int, write: str) -> None:
             list(pool.map(one, by_level[level]))
 
 
-def measure_drtool(runner: Runner, labs: Labs, work: Path, backup: dict[str, Any], run: int) -> dict[str, Any]:
+def measure_drtool(
+    runner: Runner, labs: Labs, work: Path, backup: dict[str, Any], run: int, verify: bool
+) -> dict[str, Any]:
     target = labs.up(f"kr-drtool-{run}")
     try:
         env = drtool_env(work / "homes" / f"restore-{run}", "unused")
         argv = [*DRTOOL, "--store", backup["store"], "restore", backup["id"], "-p", "kubernetes", "--json"]
-        argv += ["-t", f"kubeconfig={target.apiserver.admin_kubeconfig}"]
+        argv += ["-t", f"kubeconfig={target.apiserver.admin_kubeconfig}", *([] if verify else ["--no-verify"])]
         m, out = runner.measure(argv, env, f"drtool-{run}", target.pids, ok=(0, 7))
     finally:
         labs.down(target)
@@ -190,6 +192,7 @@ def main() -> None:
     ap.add_argument("--namespaces", type=int, default=20)
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=16, help="requests in flight (drtool's restore default: 16)")
+    ap.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True, help="drtool's verification")
     ap.add_argument("--write", action="append", choices=["create", "apply"], help="the reference's writes")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/drtool-kube-bound"))
     ap.add_argument("--plain", type=Path, help=argparse.SUPPRESS)  # the reference client's own process
@@ -224,7 +227,7 @@ def main() -> None:
             order = ["drtool", *writes] if run % 2 == 0 else [*writes, "drtool"]
             for who in order:
                 if who == "drtool":
-                    row = measure_drtool(runner, labs, work, backup, run)
+                    row = measure_drtool(runner, labs, work, backup, run, args.verify)
                 else:
                     row = measure_plain(runner, labs, bodies, args.workers, who, run)
                 rows["drtool" if who == "drtool" else f"plain_{who}"].append(row)
