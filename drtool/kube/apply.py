@@ -1,8 +1,8 @@
 """Writing one object into the target: a create or server-side apply, owners remapped, status through /status.
 
 An object the target does not hold (``Existing`` listed its type and did not find it) is created with a
-``POST`` (field manager ``drtool``): server-side apply of a new object cost the API server 55 % more CPU
-and etcd 73 % more than a create of the same object (20,000 objects, docs/performance.md, "Restores near
+``POST`` (field manager ``drtool``): server-side apply of a new object cost the API server 44-55 % more CPU
+and etcd 61-73 % more than a create of the same object (20,000 objects, docs/performance.md, "Restores near
 the API server's limit"), and a restore into an empty cluster writes nothing else. A create that finds the
 object there after all (409: created meanwhile) falls back to apply. Server-side apply (``PATCH`` with
 ``application/apply-patch+yaml``, field manager ``drtool``, ``force``) updates an existing object, and an
