@@ -1,15 +1,18 @@
 """Checkpoint backup and restore throughput: drtool against a plain parallel boto3 copy and restic 0.18.1.
 
-One run, side by side, medians of ``--runs``: a checkpoint of ``--shards`` random (incompressible) shards in
-a lab MinIO. drtool backs it up into an S3 store in the same MinIO and restores it to another bucket (the
-CLI, as an operator runs it, in a child process whose peak RSS is measured); the ceiling is a plain
-parallel boto3 copy bucket-to-bucket (GET and PUT through the client: no chunking, compression or
-encryption); restic 0.18.1 (built from its module into drtool's binary cache, like the lab's servers)
-backs up the same files from local disk into a repository in the same MinIO, and restores them to local
-disk. Then one shard changes and drtool backs up again: bytes uploaded and time. The 1-minute load average
-is recorded with every figure. Results go to bench/results/checkpoints-<time>.json.
+Paired, medians of ``--runs``: a checkpoint of ``--shards`` random (incompressible) shards in a lab
+MinIO. drtool backs it up into an S3 store in the same MinIO and restores it to another bucket (the CLI, as
+an operator runs it, in a child process whose CPU and peak RSS are measured), once per ``--verify`` mode;
+each drtool command runs right after its reference, a plain parallel boto3 copy bucket-to-bucket (GET and
+PUT through the client: no chunking, compression or encryption), so each ratio compares two runs under the
+same load. With ``--restic``, restic 0.18.1 (built from its module into drtool's binary cache, like the
+lab's servers: a Go build) backs up the same files from local disk into the same MinIO and restores them
+to disk. Then drtool backs up the unchanged checkpoint again (what it skipped by ETag), and once more after
+one shard changed. The 1-minute load average is recorded with every pair. Results go to
+bench/results/checkpoints-<time>.json.
 
-    nice python bench/checkpoints.py --size-gib 4 --runs 3
+    nice python bench/checkpoints.py --size-gib 2 --runs 3 --verify sample --verify full
+    nice python bench/checkpoints.py --size-gib 4 --runs 3 --restic
     nice python bench/checkpoints.py --size-gib 1 --shards 1 --runs 1              # one large object
     nice python bench/checkpoints.py --size-gib 1 --shards 1 --option ranged_threshold=2GiB   # one GET stream
 
@@ -93,17 +96,56 @@ def start_minio(work: Path) -> tuple[Lab, dict[str, str]]:
     return lab, env | lab["minio"].env()
 
 
+def paired(client: Any, keys: list[str], bucket: str, drtool: list[str], env: dict[str, str]) -> dict[str, float]:
+    """The plain copy into ``bucket``, then the drtool command, back to back: one pair under the same load.
+
+    ``drtool`` is run as a child process; its wall, CPU and peak RSS, the copy's wall and CPU, the load
+    before the pair, and the copy's time over drtool's (the share of the copy's throughput drtool reaches)."""
+    figures = {"load": load()}
+    figures["copy"], figures["cpu_copy"] = plain_copy(client, "source", bucket, keys)
+    empty(client, bucket)  # each copy deleted once measured: the disk is shared
+    figures["wall"], rss, out, figures["cpu"] = popen_measured(drtool, env)
+    figures["rss"] = float(rss)
+    figures["of_copy"] = figures["copy"] / figures["wall"]
+    figures["out"] = out  # type: ignore[assignment]
+    return figures
+
+
+def restic_pair(restic: str, env: dict[str, str], disk: Path, work: Path, r: int) -> dict[str, float]:
+    """restic 0.18.1 backs the shards up from disk into the same MinIO and restores them to disk."""
+    restic_repo = f"s3:{env['AWS_ENDPOINT_URL']}/store/restic-{r}"
+    renv = env | {"RESTIC_PASSWORD": PASS, "RESTIC_REPOSITORY": restic_repo}
+    subprocess.run([restic, "init", "-q"], env=renv, check=True, capture_output=True)
+    out: dict[str, float] = {}
+    out["backup"], rss_b, _, out["cpu_backup"] = popen_measured([restic, "backup", "-q", str(disk)], renv)
+    restored = work / f"restic-restore-{r}"
+    argv = [restic, "restore", "latest", "-q", "--target", str(restored)]
+    out["restore"], rss_r, _, out["cpu_restore"] = popen_measured(argv, renv)
+    out["rss_backup"], out["rss_restore"] = float(rss_b), float(rss_r)
+    subprocess.run(["rm", "-rf", str(restored)], check=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--size-gib", type=float, default=4.0)
+    ap.add_argument("--size-gib", type=float, default=2.0)
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--workdir", default="/work/tmp-bench-checkpoints")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a checkpoints setting")
+    ap.add_argument(
+        "--verify",
+        action="append",
+        choices=["sample", "full", "off"],
+        help="restore's verification, one restore per value and run (default: sample, the CLI's default)",
+    )
+    ap.add_argument("--restic", action="store_true", help="also restic 0.18.1 (built from its module: a Go build)")
     args = ap.parse_args()
     options = dict(o.split("=", 1) for o in args.option)
+    modes = args.verify or ["sample"]
     total = int(args.size_gib * 1024) * MiB
     shard_size = total // args.shards
+    gib = total / (1 << 30)
     work = Path(args.workdir)
     lab, env = start_minio(work)
     minio = lab["minio"]
@@ -114,98 +156,83 @@ def main() -> None:
     disk.mkdir(exist_ok=True)
     drtool = [sys.executable, "-m", "drtool"]
     try:
-        for b in ("source", "store"):
+        for b in ("source", "store", "copy"):
             minio.create_bucket(b)
         keys = seed(client, "source", disk, args.shards, shard_size)
-        keys = str(minio.credentials_file())
-        source = {"name": "train", "url": "s3://source/ckpt", "endpoint_url": minio.api_url, "credentials_file": keys}
+        creds = str(minio.credentials_file())
+        source = {"name": "train", "url": "s3://source/ckpt", "endpoint_url": minio.api_url, "credentials_file": creds}
         src = {"sources": [source], **options}
-        restic = str(go_binary(*RESTIC))
-        columns = ["copy", "backup", "restore", "restic", "restic_restore", "rss_b", "rss_r", "rss_restic"]
-        columns += ["rss_restic_r", "cpu_copy", "cpu_b", "cpu_r", "cpu_restic", "cpu_restic_r", "load"]
-        runs: dict[str, list[Any]] = {k: [] for k in columns}
+        rows: dict[str, list[dict[str, float]]] = {"backup": [], **{f"restore_{m}": [] for m in modes}}
+        rows["restic"] = []
         last_env: dict[str, str] = {}
         for r in range(args.runs):
-            runs["load"].append(load())
-            minio.create_bucket(f"copy-{r}")
-            t, cpu = plain_copy(client, "source", f"copy-{r}", keys)
-            runs["copy"].append(t)
-            runs["cpu_copy"].append(cpu)
-            empty(client, f"copy-{r}")  # each copy deleted once measured: the disk is shared
             store = f"s3://store/run-{r}"
             config = work / f"config-{r}.yaml"
             config.write_text(yaml.safe_dump({"store": store, "sources": {"checkpoints": src}}))
             renv = env | {"DRTOOL_CONFIG": str(config), "DRTOOL_CATALOG": str(work / f"catalog-{r}.db")}
             subprocess.run([*drtool, "init", "--store", store], env=renv, check=True, capture_output=True)
-            t, rss, out, cpu = popen_measured([*drtool, "backup", "--json"], renv)
-            backup_id = json.loads(out)["id"]
-            runs["backup"].append(t)
-            runs["rss_b"].append(rss)
-            runs["cpu_b"].append(cpu)
-            minio.create_bucket(f"restore-{r}")
-            target = ["-t", f"url=s3://restore-{r}/ckpt", "-t", "lab=bench"]
-            t, rss, _, cpu = popen_measured(
-                [*drtool, "restore", backup_id, "-p", "checkpoints", *target, "--no-verify"], renv
-            )
-            runs["restore"].append(t)
-            runs["rss_r"].append(rss)
-            runs["cpu_r"].append(cpu)
-            empty(client, f"restore-{r}")
-            restic_repo = f"s3:{env['AWS_ENDPOINT_URL']}/store/restic-{r}"
-            renv2 = env | {"RESTIC_PASSWORD": PASS, "RESTIC_REPOSITORY": restic_repo}
-            subprocess.run([restic, "init", "-q"], env=renv2, check=True, capture_output=True)
-            t, rss, _, cpu = popen_measured([restic, "backup", "-q", str(disk)], renv2)
-            runs["restic"].append(t)
-            runs["rss_restic"].append(rss)
-            runs["cpu_restic"].append(cpu)
-            restored = work / f"restic-restore-{r}"
-            t, rss, _, cpu = popen_measured([restic, "restore", "latest", "-q", "--target", str(restored)], renv2)
-            runs["restic_restore"].append(t)
-            runs["rss_restic_r"].append(rss)
-            runs["cpu_restic_r"].append(cpu)
-            subprocess.run(["rm", "-rf", str(restored)], check=True)
-            empty(client, "store", f"restic-{r}/")
+            row = paired(client, keys, "copy", [*drtool, "backup", "--json"], renv)
+            backup_id = json.loads(row.pop("out"))["id"]  # type: ignore[arg-type]
+            rows["backup"].append(row)
+            for mode in modes:
+                minio.create_bucket(f"restore-{r}-{mode}")
+                argv = [*drtool, "restore", backup_id, "-p", "checkpoints", "--json"]
+                argv += ["-t", f"url=s3://restore-{r}-{mode}/ckpt", "-t", f"endpoint_url={minio.api_url}"]
+                argv += ["-t", f"credentials_file={creds}"]
+                argv += ["--no-verify"] if mode == "off" else [f"--verify={mode}"]
+                row = paired(client, keys, "copy", argv, renv)
+                report = json.loads(row.pop("out"))  # type: ignore[arg-type]
+                row["verified"] = float(report["verified"])
+                rows[f"restore_{mode}"].append(row)
+                empty(client, f"restore-{r}-{mode}")
+            if args.restic:
+                rows["restic"].append(restic_pair(str(go_binary(*RESTIC)), env, disk, work, r))
+                empty(client, "store", f"restic-{r}/")
             if r + 1 < args.runs:
                 empty(client, "store", f"run-{r}/")
             last_env = renv
-            print(f"run {r}: " + ", ".join(f"{k}={v[-1]:.1f}" for k, v in runs.items()), flush=True)
-        # one shard changes; back up again into the last run's store
+            done = {k: v[-1] for k, v in rows.items() if v and "wall" in v[-1]}
+            parts = [
+                f"{k} {f['wall']:.1f} s ({f['of_copy']:.0%} of the copy, load {f['load']:.1f})" for k, f in done.items()
+            ]
+            print(f"run {r}: " + ", ".join(parts), flush=True)
+        # unchanged: a second backup of the same checkpoint; then one shard changes and it is backed up again
+        t, rss, out, cpu = popen_measured([*drtool, "backup", "--json"], last_env)
+        same = json.loads(out)["stats"]
         import numpy as np
 
         client.put_object(Bucket="source", Key=keys[0], Body=np.random.default_rng(99).bytes(shard_size))
-        t, rss, out, cpu = popen_measured([*drtool, "backup", "--json"], last_env)
-        inc = json.loads(out)
-        med = {k: statistics.median(v) for k, v in runs.items()}
-        gib = total / (1 << 30)
-        results["runs"] = runs
-        results["summary"] = {
-            "plain_copy_MiBps": total / MiB / med["copy"],
-            "drtool_backup_MiBps": total / MiB / med["backup"],
-            "drtool_restore_MiBps": total / MiB / med["restore"],
-            "restic_backup_MiBps": total / MiB / med["restic"],
-            "restic_restore_MiBps": total / MiB / med["restic_restore"],
-            "peak_rss_restic_MiB": max(runs["rss_restic"]) / MiB,
-            "peak_rss_restic_restore_MiB": max(runs["rss_restic_r"]) / MiB,
-            "load_average_1m": runs["load"],
-            "backup_vs_copy": med["copy"] / med["backup"],
-            "restore_vs_copy": med["copy"] / med["restore"],
-            "peak_rss_backup_MiB": max(runs["rss_b"]) / MiB,
-            "peak_rss_restore_MiB": max(runs["rss_r"]) / MiB,
-            "incremental_seconds": t,
-            "incremental_bytes_stored": inc["stats"]["bytes_stored"],
-            "incremental_fraction": inc["stats"]["bytes_stored"] / total,
-            "incremental_rss_MiB": rss / MiB,
-            "incremental_cpu_seconds": cpu,
-            "cpu_seconds_per_GiB": {
-                "plain_copy": med["cpu_copy"] / gib,
-                "drtool_backup": med["cpu_b"] / gib,
-                "drtool_restore": med["cpu_r"] / gib,
-                "restic_backup": med["cpu_restic"] / gib,
-                "restic_restore": med["cpu_restic_r"] / gib,
-            },
-            "size_gib": gib,
+        t2, rss2, out, cpu2 = popen_measured([*drtool, "backup", "--json"], last_env)
+        inc = json.loads(out)["stats"]
+        results["runs"] = rows
+        summary: dict[str, Any] = {"size_gib": gib, "load_average_1m": [row["load"] for row in rows["backup"]]}
+        for name, row_list in rows.items():
+            if not row_list or "wall" not in row_list[0]:
+                continue
+            med = {k: statistics.median(row[k] for row in row_list) for k in row_list[0]}
+            summary[name] = {
+                "of_copy_median": med["of_copy"],
+                "wall_s": med["wall"],
+                "copy_wall_s": med["copy"],
+                "MiBps": total / MiB / med["wall"],
+                "copy_MiBps": total / MiB / med["copy"],
+                "cpu_s_per_GiB": med["cpu"] / gib,
+                "copy_cpu_s_per_GiB": med["cpu_copy"] / gib,
+                "cpu_vs_copy": med["cpu"] / med["cpu_copy"],
+                "peak_rss_MiB": [round(row["rss"] / MiB) for row in row_list],
+                "load": [round(row["load"], 1) for row in row_list],
+            }
+        if rows["restic"]:
+            med = {k: statistics.median(row[k] for row in rows["restic"]) for k in rows["restic"][0]}
+            summary["restic"] = {k: v for k, v in med.items() if not k.startswith("rss")}
+        summary["unchanged_backup"] = {"wall_s": t, "cpu_s": cpu, "rss_MiB": rss / MiB} | {
+            k: same[k] for k in ("bytes_read", "bytes_reused", "bytes_stored") if k in same
         }
-        print(json.dumps(results["summary"], indent=2))
+        summary["one_shard_changed"] = {"wall_s": t2, "cpu_s": cpu2, "rss_MiB": rss2 / MiB} | {
+            k: inc[k] for k in ("bytes_read", "bytes_reused", "bytes_stored") if k in inc
+        }
+        results["summary"] = summary
+        print(json.dumps(summary, indent=2))
         write_results("checkpoints", results)
     finally:
         lab.down()

@@ -186,10 +186,11 @@ def main() -> None:
             renv = env | {"DRTOOL_CONFIG": str(config), "DRTOOL_CATALOG": str(work / f"catalog-{run}.db")}
             subprocess.run([*drtool, "init", "--store", store], env=renv, check=True, capture_output=True)
             minio.create_bucket(f"restore-{run}")
-            target = ["-t", f"url=s3://restore-{run}/ckpt", "-t", "lab=bench"]
+            target = ["-t", f"url=s3://restore-{run}/ckpt", "-t", f"endpoint_url={minio.api_url}"]
+            target += ["-t", f"credentials_file={keys}"]
 
             def restore_argv(backup_id: str, target: list[str] = target) -> list[str]:
-                return [*drtool, "restore", backup_id, "-p", "checkpoints", *target, "--no-verify"]
+                return [*drtool, "restore", backup_id, "-p", "checkpoints", *target]  # verification on (sampled)
 
             if run == "measured":
                 backup = measured([*drtool, "backup", "--json"], renv, minio.pid)

@@ -30,7 +30,7 @@ from drtool.cli import (
 )
 from drtool.cli.state import AppState, console, print_json
 from drtool.errors import INTERRUPTED, DrtoolError
-from drtool.memory import limit_malloc_arenas
+from drtool.memory import fewer_collections, limit_malloc_arenas
 
 COMMANDS = "drtool.commands"
 app = typer.Typer(
@@ -134,6 +134,7 @@ _added_commands(app)
 
 def main() -> None:
     limit_malloc_arenas()  # before any thread: bounded restore memory (drtool/memory.py)
+    fewer_collections()  # the imports are done: CPU per GiB of the data path (drtool/memory.py)
     try:
         code = app(standalone_mode=False)  # returns typer.Exit's code instead of raising it
         if isinstance(code, int):

@@ -257,6 +257,10 @@ def restore(
         list[str] | None, typer.Option("--option", "-o", help="Restore option KEY=VALUE (repeatable).")
     ] = None,
     no_verify: Annotated[bool, typer.Option(help="Skip the plugin's post-restore verification.")] = False,
+    verify: Annotated[
+        str | None,
+        typer.Option("--verify", help="full: read everything back (plugins that sample, e.g. checkpoints)."),
+    ] = None,
     dry_run: Annotated[bool, typer.Option(help="Report what would change; write nothing (plugins that can).")] = False,
     namespace_map: Annotated[
         list[str] | None, typer.Option("--namespace-map", help="Restore namespace A as B: A=B (repeatable).")
@@ -301,6 +305,8 @@ def restore(
         raise UsageError("restore needs a backup and --plugin, or --plan FILE", "see `drtool restore --help`")
     if trust_compacted and at is None:
         raise UsageError("--trust-compacted goes with --at", "it says which folded fulls a point may start from")
+    if verify not in (None, "sample", "full") or (verify and no_verify):
+        raise UsageError(f"--verify={verify}", "--verify=sample or --verify=full, without --no-verify")
     chosen = get_plugin(plugin)
     settings.check(chosen, "target", parse_pairs(target, "target"), "-t")
     settings.check(chosen, "option", parse_pairs(option, "option"), "-o")
@@ -309,6 +315,8 @@ def restore(
         options = parse_pairs(option, "option")
         if dry_run:
             options["dry_run"] = True
+        if verify is not None:
+            options["verify"] = verify
         if namespace_map:
             parse_pairs(namespace_map, "namespace-map")  # each must be A=B
             options["namespace_map"] = ",".join(namespace_map)

@@ -1,8 +1,15 @@
-"""Writing one object into the target: server-side apply, owners remapped, status through /status.
+"""Writing one object into the target: a create or server-side apply, owners remapped, status through /status.
 
-Server-side apply (``PATCH`` with ``application/apply-patch+yaml``, field manager ``drtool``, ``force``)
-creates a missing object and updates an existing one in one request, and an apply that changes nothing
-writes nothing: the object's resourceVersion stays the same, which is how a rerun reports "unchanged".
+An object the target does not hold (``Existing`` listed its type and did not find it) is created with a
+``POST`` (field manager ``drtool``): server-side apply of a new object cost the API server 44-55 % more CPU
+and etcd 61-73 % more than a create of the same object (20,000 objects, docs/performance.md, "Restores near
+the API server's limit"), and a restore into an empty cluster writes nothing else. A create that finds the
+object there after all (409: created meanwhile) falls back to apply. Server-side apply (``PATCH`` with
+``application/apply-patch+yaml``, field manager ``drtool``, ``force``) updates an existing object, and an
+apply that changes nothing writes nothing: the object's resourceVersion stays the same, which is how a
+rerun reports "unchanged". (A created object's fields are owned by ``drtool`` through an update, not an
+apply: a later restore's apply of a version without some field takes ownership of the rest but leaves that
+field; ``existing: replace`` makes such an object equal to the backup.)
 An object the target already holds in the backup's exact form is not even sent (``Existing`` knows a
 digest of each). Apply never removes fields that another field manager owns (``existing: update``);
 with ``existing: replace`` an object that still differs after it is replaced (``PUT``), so that every
@@ -157,7 +164,8 @@ class Applier:
         if before is not None and (self.opts.existing == "skip" or before[2] == digest(apply_form(body, t))):
             self.owners.record(record.get("uid"), before[1])
             return "skipped" if self.opts.existing == "skip" else "unchanged"
-        live = self.ssa(t, body)
+        known = before is None and self.existing.of(t) is not None  # listed, and not there
+        live = (self.create(t, body) if known else None) or self.ssa(t, body)
         if before is not None and self.opts.existing == "replace" and _differ(live, body, t):
             live = self.replace(t, body, live["metadata"]["resourceVersion"])
         meta = live["metadata"]
@@ -183,6 +191,17 @@ class Applier:
             params["dryRun"] = "All"
         path = t.path(meta.get("namespace"), meta["name"], sub)
         return self.client.request("PATCH", path, params=params, body=dumps(body), content_type=APPLY_PATCH).json()
+
+    def create(self, t: ResourceType, body: Obj) -> Obj | None:
+        """``POST`` a new object; None when it exists after all (then it is applied)."""
+        meta = body["metadata"]
+        params = {"fieldManager": FIELD_MANAGER}
+        try:
+            return self.client.request("POST", t.path(meta.get("namespace")), params=params, body=dumps(body)).json()
+        except ApiError as exc:
+            if exc.status == 409:
+                return None
+            raise
 
     def differs(self, record: Obj, t: ResourceType) -> bool:
         """Whether an object of the backup exists in the target with different content (existing=fail)."""

@@ -107,9 +107,10 @@ class KubeClient:
     ) -> Response:
         """One HTTP call; connection failures and unexpected statuses become one-line errors.
 
-        Every call drtool makes is idempotent (GET, LIST, server-side apply, replace at a resourceVersion),
-        so throttling (429, with the server's Retry-After), an overloaded server (5xx) and a dropped
-        connection are retried a few times.
+        Every call drtool makes is idempotent (GET, LIST, server-side apply, replace at a resourceVersion; a
+        create retried after it landed answers 409, which its caller takes as "exists"), so throttling (429,
+        with the server's Retry-After), an overloaded server (5xx) and a dropped connection are retried a few
+        times.
         """
         paths.url_path(path, "Kubernetes API path")  # object names come from backups: no `..` to another resource
         headers = {"Accept": accept, **self._auth_headers()}

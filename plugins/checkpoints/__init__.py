@@ -9,8 +9,8 @@ Source settings: ``sources`` (list of ``url: s3://B/P`` or ``path: DIR``, with `
 ``credentials_file``, ``markers``, ``run``, ``include``, ``exclude``, ``milestones``), ``workers``,
 ``retries``, ``reread``, ``verify_source_checksums``, ``ranged_threshold``, ``range_size``,
 ``ranges_in_flight``. Target: ``url`` or ``path`` (+ ``endpoint_url``, ``credentials_file``). Restore
-options: ``checkpoints`` (names/globs), ``source``, ``overwrite``, ``workers``. docs/checkpoints.md
-explains each.
+options: ``checkpoints`` (names/globs), ``source``, ``overwrite``, ``workers``, ``verify`` (``sample``: check what
+this restore wrote by its receipts and a sample read back; ``full``). docs/checkpoints.md explains each.
 """
 
 from __future__ import annotations

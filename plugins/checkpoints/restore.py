@@ -5,7 +5,8 @@ is there, so those are written only after every other object of the checkpoint l
 (the store checks each object's chunks and length at the end of its stream, before the upload completes). A
 checkpoint whose restore fails has what this run wrote of it removed again. Re-running is idempotent:
 objects already equal (by the SHA-256 drtool stored with them, or by re-reading) are left alone; objects
-that differ are refused unless ``overwrite=true``.
+that differ are refused unless ``overwrite=true``. Verification checks what this run wrote against the
+receipts it kept while writing, reading back a sample (``receipts``), unless ``verify=full``.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ from drtool.plugin.toolkit.settings import as_bool, as_list
 
 from . import detect, shards
 from .backup import scan
-from .location import IO_BLOCK, Location, hash_stream, open_location
+from .location import Location, hash_stream, open_location
+from .receipts import BLOCK, Receipt, Receipts, Tally, block_crc, sample
 from .settings import DEFAULT_RESTORE_WORKERS, SourceSpec
+
+MiB = 1 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +41,7 @@ class Options:
     workers: int = DEFAULT_RESTORE_WORKERS
     shard: tuple[int, int] | None = None  # a sharded restore (docs/scaling.md): this worker's index, and N
     job: str = ""
+    verify: str = "sample"  # "full": verification reads every object back, not a sample (module receipts)
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> Options:
@@ -50,7 +55,15 @@ class Options:
             workers=max(1, int(options.get("workers", DEFAULT_RESTORE_WORKERS))),
             shard=shard,
             job=str(options.get("job") or ""),
+            verify=_verify_mode(options.get("verify")),
         )
+
+
+def _verify_mode(value: Any) -> str:
+    mode = str(value or "sample")
+    if mode not in ("sample", "full"):
+        raise UsageError(f"checkpoints: verify={mode!r}", "verify=sample (the default) or verify=full")
+    return mode
 
 
 @dataclasses.dataclass
@@ -121,8 +134,13 @@ class _Exact:
 
 
 def _put(ctx: RestoreContext, loc: Location, art: ArtifactInfo, key: str) -> None:
+    """Write one object, keeping its receipt (block CRCs, the target's stat) for this run's verification."""
     with ctx.open(art.name) as reader:
-        loc.put(key, _Exact(reader, art.size), art.size, art.sha256)  # type: ignore[arg-type]
+        tally = Tally(_Exact(reader, art.size))
+        loc.put(key, tally, art.size, art.sha256)  # type: ignore[arg-type]
+    stat = loc.stat(key)
+    if stat is not None:
+        Receipts.of(ctx).keep(loc.url, key, Receipt(stat, tally.done()))
 
 
 def run_restore(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreResult:
@@ -200,30 +218,43 @@ def _forget_shards(loc: Location, opts: Options) -> None:
 
 
 def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
-    """Re-read every restored object and compare its SHA-256 with the backup's; then judge each restored
-    checkpoint complete by the same rules the backup used."""
+    """Check every restored object against the backup, then judge each restored checkpoint complete by the
+    same rules the backup used. An object this run wrote is checked against its receipt: stat'ed again and a
+    sample of its blocks read back (``receipts``); with ``verify=full``, or without a receipt, it is read
+    back whole and its SHA-256 compared with the backup's. Each check says which it did."""
     opts = Options.parse(options)
     loc = open_location(dict(target), opts.workers)
     groups = plan(ctx, opts)
+    receipts = None if opts.verify == "full" else Receipts.of(ctx)
 
-    def digest(item: tuple[ArtifactInfo, str]) -> bool:
-        stat = loc.stat(item[1])
-        if stat is None or stat.size != item[0].size:
-            return False
-        with loc.open(item[1], stat) as (stream, _):
-            sha = hashlib.sha256()
-            while block := stream.read(IO_BLOCK):
-                sha.update(block)
-        return sha.hexdigest() == item[0].sha256
+    def check(item: tuple[ArtifactInfo, str]) -> tuple[bool, int, bool]:
+        """Equal?, bytes read back, and whether it was a sample."""
+        art, key = item
+        stat = loc.stat(key)
+        if stat is None or stat.size != art.size:
+            return False, 0, False
+        receipt = receipts.get(loc.url, key) if receipts is not None else None
+        if receipt is None:
+            with loc.open(key, stat) as (stream, _):
+                return hash_stream(stream.read) == art.sha256, art.size, False
+        if stat.fingerprint != receipt.stat.fingerprint:
+            return False, 0, True  # replaced since this run wrote it
+        read = 0
+        for i in sample(art.size):
+            data = loc.read_range(key, i * BLOCK, BLOCK)
+            read += len(data)
+            if i >= len(receipt.crcs) or block_crc(data) != receipt.crcs[i]:
+                return False, read, True
+        return True, read, True
 
     checks = []
     markers = tuple({posixpath.basename(k) for g in groups for _, k in g.commits} | set(detect.DEFAULT_MARKERS))
     with ThreadPoolExecutor(opts.workers, thread_name_prefix="ckpt-verify") as pool:
         for group in groups:
-            same = list(pool.map(digest, group.items))
-            bad = [k for (_, k), ok in zip(group.items, same, strict=True) if not ok]
-            detail = f"{len(same) - len(bad)}/{len(same)} objects equal" + (f"; differ: {bad[:3]}" if bad else "")
-            checks.append(Check(f"{group.name}: objects equal to backup", not bad, detail))
+            results = list(pool.map(check, group.items))
+            bad = [k for (_, k), (ok, _, _) in zip(group.items, results, strict=True) if not ok]
+            detail = f"{len(results) - len(bad)}/{len(results)} objects equal" + (f"; differ: {bad[:3]}" if bad else "")
+            checks.append(Check(f"{group.name}: objects equal to backup", not bad, f"{detail}; {_how(group, results)}"))
     found = {ck.name: ck for ck in scan(SourceSpec("target", dict(target), markers), loc)}
     for group in groups:
         ck = found.get(group.name)
@@ -232,6 +263,17 @@ def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[
             Check(f"{group.name}: complete on target", ok, ck.kind if ok and ck else (ck.reason if ck else "not found"))
         )
     return checks
+
+
+def _how(group: Group, results: list[tuple[bool, int, bool]]) -> str:
+    """What a check read back: "full" or "sampled", with the bytes read against the checkpoint's size."""
+    total = sum(a.size for a, _ in group.items)
+    read = sum(r[1] for r in results)
+    sampled = sum(r[2] for r in results)
+    mib = f"{read / MiB:.1f} of {total / MiB:.1f} MiB read back"
+    if not sampled:
+        return f"verify=full: {mib}"
+    return f"sampled ({sampled} of {len(results)} objects by their write receipts; verify=full reads all): {mib}"
 
 
 def dependencies(ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]:

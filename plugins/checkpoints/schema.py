@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from drtool.plugin.settings import PluginSettings, Schema, SecretFile, StrList
@@ -46,6 +48,9 @@ class Options(PluginSettings):
     shard_count: int | None = Field(None, ge=1, description="a sharded restore's worker count")
     shard_index: int | None = Field(None, ge=0, description="this worker's index")
     job: str | None = Field(None, description="names the sharded restore")
+    verify: Literal["sample", "full"] = Field(
+        "sample", description="verification reads back a sample of what this restore wrote, or everything"
+    )
 
 
 SCHEMA = Schema(source=Source, target=Location, option=Options)
