@@ -111,7 +111,7 @@ class Lab:
         (kube-apiserver turns ServiceAccount admission on when a kube-controller-manager will create the
         ServiceAccounts), and the Go-built binaries of the whole lab are built in one go first.
         Components whose requirements are up start side by side: a start is mostly waiting for a health
-        check, and the living lab's six controllers need only the API server (about 10 s less per living
+        check, and the living lab's six controllers need only the API server (4 to 16 s less per living
         lab on a busy 2-core machine). State is saved after each start, so a failure half-way leaves a lab
         `drtool lab down` can stop.
         """
