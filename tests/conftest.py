@@ -26,6 +26,7 @@ pytest_plugins = [
     "tests.fixtures.faults",
     "tests.fixtures.mlflow",
     "tests.fixtures.tiers",
+    "tests.fixtures.schedule",
 ]
 
 

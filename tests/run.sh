@@ -54,12 +54,14 @@ if [ "$(id -u)" = 0 ]; then  # test_image (root only): Debian base + pinned whee
 fi
 
 ruff check drtool plugins lab tests bench
-# Two workers, each running whole test files (a file's module-scoped labs start once, on one worker): the
-# end-to-end drills mostly wait on servers, so two run side by side on two cores. DRTOOL_TEST_WORKERS=1 runs
-# the suite serially in this process. The fast tier alone: python -m pytest -m "not e2e" (README, Tests).
+# Two workers, each running whole test files (a file's module-scoped labs start once, on one worker), the
+# longest files first (tests/fixtures/schedule.py): the end-to-end drills mostly wait on servers, so two run
+# side by side on two cores.
+# DRTOOL_TEST_WORKERS=1 runs the suite serially in this process. The fast tier alone:
+# python -m pytest -m "not e2e" (README, Tests).
 workers=${DRTOOL_TEST_WORKERS:-2}
 parallel=()
 if [ "$workers" != 1 ]; then
-  parallel=(-n "$workers" --dist loadfile)
+  parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 fi
 python -m pytest -q -p no:cacheprovider --durations=25 "${parallel[@]}" "$@"

@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from drtool.rehearsal import netns
 from drtool.rehearsal.guard import NetworkGuard
 from drtool.rehearsal.isolation import isolate
 from drtool.rehearsal.relay import DnsRelay
+from tests.fixtures.kube import wait_for
 
 SECRET = "the-host-only-secret-4f1c"
 needs_netns = pytest.mark.skipif(netns.available() is not None, reason=f"no namespaces here: {netns.available()}")
@@ -136,7 +136,8 @@ print("mount", "refused" if libc.mount(b"none", b"/mnt", b"tmpfs", 0, None) else
     cwd = os.getcwd()
     with isolate("netns", domain, guard) as isolation, guard:
         attempt = child(code)
-        time.sleep(0.5)  # the witness reads the wire on its own thread
+        recorded = lambda: (f"127.0.0.1:{port}", "namespace") in {(r.address, r.by) for r in guard.refused}  # noqa: E731
+        wait_for(recorded, "the witness's record of the child's TCP attempt")  # it reads the wire on its own thread
     host.close()
     after = child("print([l for l in open('/proc/self/status') if l.startswith('CapEff')][0].split()[1])")
     assert int(after.stdout, 16) != 0 and os.getcwd() == cwd  # drtool's thread is itself again afterwards

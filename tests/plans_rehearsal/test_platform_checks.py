@@ -11,8 +11,6 @@ One living lab runs at a time: the source is stopped (and deleted) before the ta
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -42,7 +40,7 @@ from drtool.plugin.checks import contributed
 from drtool.plugin.manager import get_plugin, load_plugins
 from drtool.repo.manifest import ArtifactEntry, Manifest, PluginOutcome
 from drtool.repo.repository import Repository
-from tests.fixtures.core import PASSPHRASE, Cli
+from tests.fixtures.core import PASSPHRASE
 from tests.lab.test_lab_living import wait_for
 
 TARGET_BUCKET = "restored-checkpoints"
@@ -336,49 +334,3 @@ def test_platform_checks_are_strict_and_a_check_of_a_skipped_step_is_skipped(tmp
     (result,) = run_checks(plan, {}, manifest)
     assert result.ok and result.facts == {"skipped": True} and result.green_s is None
     assert result.detail == "skipped: step checkpoints did not run (plugin not in backup)"
-
-
-# --- a rehearsal ----------------------------------------------------------------------------------------
-
-
-def test_a_training_rehearsal_reports_the_recovery_point_in_steps_and_time_lost(
-    lab_root: Path, tmp_path: Path, cli: Cli
-) -> None:
-    """Source: the trainer killed while saving step 30. `drtool rehearse` restores into a fresh lab, resumes the
-    run there (its trainer a Job of the restored cluster, which the lab's node runs) and says what was lost:
-    the steps after 20, and the training time since step 20 was saved."""
-    source = Lab("training-source", lab_root)
-    plugins = [get_plugin("checkpoints"), get_plugin("kubernetes")]  # the cluster runs the trainer's Job
-    try:
-        sources = seed_sources(source, plugins)
-        repo = Repository.init(LocalBackend(tmp_path / "store"), passphrase=PASSPHRASE)
-        run_backup(repo, plugins, sources)
-        plan = tmp_path / "training.yaml"
-        check = {
-            "type": "training-resumes",
-            "id": "resumes",
-            "step": "checkpoints",
-            "folder": "mlp",
-            "trainer": TRAINER,
-        }
-        steps = [{"id": "checkpoints", "uses": "checkpoints"}, {"id": "cluster", "uses": "kubernetes"}]
-        waivers = [{"match": "*", "reason": "the seeded cluster's own dependencies are not what this test judges"}]
-        plan.write_text(json.dumps({"name": "training-only", "steps": steps, "checks": [check], "waivers": waivers}))
-        args = ["rehearse", "--plan", str(plan), "--source-lab", source.name, "--out", str(tmp_path / "reports")]
-        proc = cli("--store", repo.backend.url, *args, env={"DRTOOL_LAB_DIR": str(lab_root)})
-    finally:  # the rehearsal started the source again in its own process: stop what the lab's state now names
-        (Lab.load(source.name, lab_root) if source.state_file.exists() else source).down()
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
-    out = " ".join(proc.stdout.split())
-    assert "training mlp: resumed from step 20, step 30 torn; at least 10 steps and" in out, out
-    assert re.search(r"restore steps done \S+, in service \S+", out)
-    report = json.loads(next((tmp_path / "reports").glob("*.json")).read_text())
-    run = report["run"]
-    (point,) = run["training"]
-    assert (point["recovery_step"], point["torn_steps"], point["steps_lost_at_least"]) == (20, [30], 10)
-    assert 0 < point["wall_time_lost_s"] < 900  # the failure (the source stopped) minus when step 20 was saved
-    rto = run["rto"]
-    assert rto["restored_s"] <= rto["service_s"] <= rto["confirmed_s"] and rto["measured_s"] == rto["service_s"]
-    assert rto["first_workload_s"] is None  # no queue was asked to admit anything
-    md = next((tmp_path / "reports").glob("*.md")).read_text()
-    assert "## Training recovery point" in md and "| mlp | step 20 | 30 | at least 10 |" in md
