@@ -11,6 +11,7 @@ One living lab runs at a time: the source is stopped (and deleted) before the ta
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,7 +25,6 @@ from drtool_lab.components.kwok import node_pools
 from drtool_lab.components.minio import MinioServer
 from drtool_lab.lab import LIVING_KINDS, Lab
 from drtool_lab.support import lab_support
-from drtool_lab.targets import seed_sources
 from drtool_plugins.checkpoints.resume_check import RecoveryPoint, compare, recovery_point
 from kubernetes import client, config
 

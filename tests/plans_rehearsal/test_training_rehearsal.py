@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from drtool_lab.lab import Lab
-from drtool_lab.rehearsal.target import seed_sources
+from drtool_lab.targets import seed_sources
 
 from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup

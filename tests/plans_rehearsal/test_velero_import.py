@@ -24,7 +24,6 @@ from drtool_lab.cluster import seeded_cluster
 from drtool_lab.components.minio import MinioServer
 from drtool_lab.components.velero import BUCKET, PREFIX, VeleroServer
 from drtool_lab.lab import Lab
-from drtool_lab.rehearsal.rehearse import RehearsalOptions, rehearse
 from kubernetes import client, config
 
 from drtool.backends.local import LocalBackend
@@ -32,6 +31,7 @@ from drtool.backup import run_backup
 from drtool.crypto.credentials import Credentials
 from drtool.plans.loader import load_plan
 from drtool.plugin.manager import get_plugin
+from drtool.rehearsal.rehearse import RehearsalOptions, rehearse
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.velero.backup import read_backup
