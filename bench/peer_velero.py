@@ -107,7 +107,7 @@ class Peers:
         velero = self.source.lab["velero"]
         name = f"{BACKUP}-r{run}"
         before = tree_cpu(velero.pid)
-        m, _ = self.runner.measure(self.velero_cli(velero, "backup", "create", name, "--wait"),
+        m, _ = self.runner.measure(self.velero_cli(velero, "backup", "create", name, "--include-cluster-resources=true", "--wait"),
                                    self.velero_env(velero), f"velero-backup-r{run}", self.source.pids)  # fmt: skip
         server_cpu = tree_cpu(velero.pid) - before
         status = velero.final("backups", name, 600)["status"]
