@@ -107,8 +107,8 @@ class Peers:
         velero = self.source.lab["velero"]
         name = f"{BACKUP}-r{run}"
         before = tree_cpu(velero.pid)
-        m, _ = self.runner.measure(self.velero_cli(velero, "backup", "create", name, "--wait"),
-                                   self.velero_env(velero), f"velero-backup-r{run}", self.source.pids)  # fmt: skip
+        argv = self.velero_cli(velero, "backup", "create", name, "--include-cluster-resources=true", "--wait")
+        m, _ = self.runner.measure(argv, self.velero_env(velero), f"velero-backup-r{run}", self.source.pids)
         server_cpu = tree_cpu(velero.pid) - before
         status = velero.final("backups", name, 600)["status"]
         if status.get("phase") != "Completed":
