@@ -24,6 +24,7 @@ from drtool_lab.cluster import seeded_cluster
 from drtool_lab.components.minio import MinioServer
 from drtool_lab.components.velero import BUCKET, PREFIX, VeleroServer
 from drtool_lab.lab import Lab
+from drtool_lab.targets import LabSource
 from kubernetes import client, config
 
 from drtool.backends.local import LocalBackend
@@ -251,7 +252,7 @@ def test_an_imported_velero_backup_rehearses_into_a_fresh_lab(source: Source, cl
     assert imported["imported_from"]["backup"] == BACKUP and imported["imported_from"]["format_version"] == "1.1.0"
     assert any("API server's address" in line for line in imported["imported_from"]["not_captured"])
     repo = Repository.open(LocalBackend(store), Credentials(passphrase=PASSPHRASE))
-    options = RehearsalOptions(source_lab=source.lab, out_dir=tmp_path / "reports", labs_root=tmp_path / "labs")
+    options = RehearsalOptions(source=LabSource(source.lab), out_dir=tmp_path / "reports", labs_root=tmp_path / "labs")
     result = rehearse(load_plan(PLANS / "full-cluster-rebuild.yaml"), repo, options)
     steps = {s["id"]: s for s in result.report["run"]["steps"]}
     failed = [(c["name"], c["detail"]) for c in result.report["checks"] if not c["ok"]]
