@@ -152,7 +152,8 @@ def dependencies(ctx: RestoreContext, target: Mapping[str, Any]) -> list[Depende
     deps = [_target_endpoint(target)]
     found: dict[tuple[str, str, str, bool], list[str]] = {}
     counts: dict[tuple[str, str, str, bool], int] = {}
-    for t in types_in(ctx):
+    shown: dict[tuple[str, str, str, bool], set[str]] = {}  # the types each reference's evidence names
+    for t in sorted(types_in(ctx), key=lambda t: t.key):  # evidence in the same order whatever the backup's
         if t.key in UNSCANNED and t.key != "configmaps":
             continue
         for rec in records(ctx, t):
@@ -162,7 +163,9 @@ def dependencies(ctx: RestoreContext, target: Mapping[str, Any]) -> list[Depende
                 key = (ref.address, ref.purpose, ref.kind, ref.blocks_restore)
                 where = found.setdefault(key, [])
                 counts[key] = counts.get(key, 0) + 1
-                if len(where) < MAX_EVIDENCE:
+                types = shown.setdefault(key, set())
+                if len(where) < MAX_EVIDENCE and t.key not in types:  # one example per type: where it comes from
+                    types.add(t.key)
                     where.append(f"{t.key} {object_key(rec['object'])} {ref.field}")
     for key, where in sorted(found.items()):
         address, purpose, kind, blocks = key
