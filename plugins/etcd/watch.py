@@ -72,6 +72,10 @@ class WatchStream:
             self._put(Message(None, now_text(), exc.message))
         except (requests.exceptions.RequestException, OSError, ValueError) as exc:
             self._put(Message(None, now_text(), f"the watch stream broke: {_reason(exc)}"))
+        except AttributeError:
+            # ``close`` closed the response under this read: urllib3 then reads from a file it has dropped
+            if not self._closed.is_set():
+                raise
 
     def _put(self, message: Message) -> None:
         """Block while the follower is busy (backpressure), but never after ``close``."""
