@@ -1,0 +1,50 @@
+"""Scenario drill ``gpu-pool-lost`` end to end in a living lab: no restore, Kueue admits elsewhere.
+
+The lab's L4 pool (two kwok nodes carrying the ``l4`` ResourceFlavor's labels) is deleted. Before the loss
+a probe job on team-speech's queue is admitted onto ``l4`` and runs there; after it, and after the drill
+drains the lost flavor's quota (the runbook's step, recorded as what a person did), the same probe is
+admitted onto ``a100`` (borrowed through the cohort tree) and its pod runs on an A100 node. The record has
+RPO 0 (nothing stored was lost) and the time from the loss to the probe running.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from drtool_lab.cluster import cluster_target, seeded_cluster
+from drtool_lab.lab import Lab
+
+from drtool.catalog import Catalog
+from drtool.catalog.runs import RunLog
+from drtool.catalog.scenarios import ScenarioLog
+from drtool.drills import matrix
+from drtool.drills.gpu_pool import GpuPoolLost, admits, drill_gpu_pool_lost
+from drtool.kube.client import KubeClient
+from drtool.kube.readings import items
+from drtool.kube.settings import Connection
+
+
+def test_gpu_pool_lost_is_drilled_and_kueue_admits_on_the_remaining_flavor(drill_lab: Lab, tmp_path: Path) -> None:
+    seeded_cluster(drill_lab)
+    target = cluster_target(drill_lab)
+    client = KubeClient(Connection.from_mapping(target))
+    before = admits(client, "before", "team-speech", "speech-queue", "l4", dt.timedelta(minutes=3))
+    assert before.ok and str(before.facts["node"]).startswith("l4-pool-"), before.detail
+    catalog = Catalog(str(tmp_path / "catalog.db"))
+    injector = GpuPoolLost(lost="l4", remaining="a100", namespace="team-speech", queue="speech-queue")
+
+    row = drill_gpu_pool_lost(injector, target, catalog)
+
+    assert row.ok, (row.error, row.checks)
+    assert sorted(n["metadata"]["name"] for n in injector.nodes) == ["l4-pool-0", "l4-pool-1"]
+    names = {n["metadata"]["name"] for n in items(client, "/api/v1/nodes")}
+    assert not names & {"l4-pool-0", "l4-pool-1"} and "a100-pool-0" in names
+    assert list(injector.queues) == ["cq-speech"]
+    (check,) = row.to_dict()["checks"]
+    assert check["flavor"] == "a100" and str(check["node"]).startswith("a100-pool-"), check
+    assert row.injected_at < row.detected_at < row.recovered_at < row.in_service_at
+    assert row.rpo_s == 0.0 and row.time_to_service_s is not None and 0 < row.time_to_service_s < 300
+    assert row.to_dict()["manual"] == ["drained flavor l4's quota in ClusterQueue(s) cq-speech"]
+    rows = {r["scenario"]: r for r in matrix.rows(ScenarioLog(catalog).all(), RunLog(catalog).drills())}
+    assert rows["gpu-pool-lost"]["last"]["ok"]
