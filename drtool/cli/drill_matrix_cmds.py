@@ -13,6 +13,7 @@ from drtool.cli.plan_cmds import ValuesOpt, load_checked, open_plan_repo
 from drtool.cli.state import console, print_json, state
 from drtool.drills.scenarios import SCENARIOS
 from drtool.errors import UsageError
+from drtool.plans.loader import read_values
 
 if TYPE_CHECKING:
     from drtool.catalog.scenarios import ScenarioDrillRow
@@ -26,7 +27,10 @@ def drill(
     kubeconfig: Annotated[str, typer.Option("--kubeconfig", help="The cluster to break and recover (admin).")],
     plan: Annotated[Path | None, typer.Option("--plan", help="The restore plan (YAML); not for gpu-pool-lost.")] = None,
     context: Annotated[str | None, typer.Option("--context", help="kubeconfig context.")] = None,
-    namespace: Annotated[str | None, typer.Option("--namespace", help="namespace-deleted: which one.")] = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", help="namespace-deleted: which one; bad-write: whose ConfigMaps.")
+    ] = None,
+    follow_set: Annotated[str, typer.Option("--follow-set", help="bad-write: the etcd follower's set.")] = "follow",
     registry: Annotated[str | None, typer.Option("--registry", help="registry-lost: HOST:PORT wiped.")] = None,
     pool: Annotated[
         str | None, typer.Option("--pool", help="gpu-pool-lost: LOST=REMAINING flavors, e.g. l4=a100.")
@@ -65,6 +69,10 @@ def drill(
     elif scenario == "gpu-pool-lost":
         allowed_target(target, cluster, approve)
         _print_row(_gpu_pool(ctx, target, pool, queue, cluster, approve), as_json)
+        return
+    elif scenario == "bad-write":
+        allowed_target(target, cluster, approve)
+        _print_row(_bad_write(ctx, target, plan, values, namespace, follow_set, cluster, approve), as_json)
         return
     else:
         raise UsageError(f"no injector for scenario {scenario!r}", f"runnable: {', '.join(RUNNABLE)}")
@@ -108,6 +116,41 @@ def _gpu_pool(
         )
     injector = GpuPoolLost(lost, remaining, namespace, local_queue)
     return drill_gpu_pool_lost(injector, target, state(ctx).open_catalog(), named=cluster, approved=approve)
+
+
+def _bad_write(
+    ctx: typer.Context,
+    target: dict[str, str],
+    plan: Path | None,
+    values: Path | None,
+    namespace: str | None,
+    follow_set: str,
+    cluster: str | None,
+    approve: bool,
+) -> ScenarioDrillRow:
+    """bad-write: the plan is loaded with AT = now, the point its etcd step restores, just before the delete."""
+    import time
+
+    from drtool.drills.bad_write import BadWrite
+    from drtool.drills.run import run_drill
+    from drtool.plans.source import find_backup
+    from drtool.plans.validate import check_file
+    from drtool.plugin.manager import load_plugins
+
+    if not namespace or plan is None:
+        raise UsageError("bad-write needs --namespace and --plan", "e.g. --plan restore-plans/bad-write-pitr.yaml")
+    at = time.time()
+    stamp = dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    loaded = check_file(plan, load_plugins(), read_values(values) | {"AT": stamp})
+    etcd = dict(loaded.require().target.get("etcd") or {})
+    if not etcd.get("data_dir"):
+        raise UsageError(f"plan {plan} restores no etcd member", "use restore-plans/bad-write-pitr.yaml")
+    repo = open_plan_repo(ctx, loaded.require())
+    manifest = find_backup(repo, loaded.require().source)
+    injector = BadWrite(namespace, repo, str(etcd["data_dir"]), backup_set=follow_set)
+    catalog = state(ctx).open_catalog()
+    return run_drill(injector, target, loaded, repo, manifest, catalog, named=cluster, approved=approve,
+                     step_targets={"etcd": etcd}, recovery_point=at)  # fmt: skip
 
 
 def _print_row(row: ScenarioDrillRow, as_json: bool) -> None:

@@ -49,19 +49,19 @@ class RegistryLost:
         refs = {ref for path in WORKLOADS for obj in items(client, path) for ref in image_references(obj)}
         return [parse(r) for r in sorted(refs) if registry_host(r) == self.host and "@" in r]
 
-    def _tree(self, repo: str, digest: str) -> tuple[list[str], list[str]]:
+    def tree(self, repo: str, digest: str) -> tuple[list[str], list[str]]:
         """(manifests, blobs) an image names, the image itself first: everything a pull by digest reads."""
         data, media_type, _ = self.registry.manifest(repo, digest)
         nested, blobs = children(json.loads(data), media_type)
         manifests, blob_digests = [digest], [b["digest"] for b in blobs]
         for child in nested:
-            more, more_blobs = self._tree(repo, child["digest"])
+            more, more_blobs = self.tree(repo, child["digest"])
             manifests += more
             blob_digests += more_blobs
         return manifests, list(dict.fromkeys(blob_digests))  # a base layer shared by platforms, once
 
     def inject(self, client: KubeClient) -> None:
-        trees = {(r.repository, r.digest): self._tree(r.repository, r.digest or "") for r in self.images(client)}
+        trees = {(r.repository, r.digest): self.tree(r.repository, r.digest or "") for r in self.images(client)}
         if not trees:
             raise NotFound(f"no workload pulls from {self.host} by digest: nothing for this drill to wipe")
         for (repo, _), (manifests, blobs) in trees.items():
@@ -85,7 +85,7 @@ class RegistryLost:
         verdicts = []
         for ref in self.images(client):
             try:
-                manifests, blobs = self._tree(ref.repository, ref.digest or "")
+                manifests, blobs = self.tree(ref.repository, ref.digest or "")
             except NotFound as exc:
                 verdicts.append(Judged(f"pulls {ref}", False, str(exc)))
                 continue

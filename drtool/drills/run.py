@@ -129,7 +129,9 @@ def run_drill(
         ),
         checks=json.dumps([{"name": c.name, "ok": c.ok, "detail": c.detail} for c in [*run.checks, *judged]]),
         manual=json.dumps(injector.manual),
-        error="; ".join(f"{s.id}: {s.error}" for s in run.failed),
+        error="; ".join(
+            [f"{s.id}: {s.error}" for s in run.failed] + [f"{j.name}: {j.detail}" for j in judged if not j.ok]
+        ),
     )
     ScenarioLog(catalog).save(row)
     return row

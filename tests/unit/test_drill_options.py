@@ -1,4 +1,4 @@
-"""`drtool drill` for gpu-pool-lost and registry-lost: what each needs is asked for in one line, before any
+"""`drtool drill` for bad-write, gpu-pool-lost and registry-lost: what each needs is asked for in one line, before any
 cluster, registry or store is touched, and neither may break something that is not a lab unprompted."""
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ def kubeconfig(tmp_path: Path, server: str) -> str:
         (["gpu-pool-lost"], "gpu-pool-lost needs --pool LOST=REMAINING and --queue NAMESPACE/LOCALQUEUE"),
         (["gpu-pool-lost", "--pool", "l4", "--queue", "team-speech/speech-queue"], "gpu-pool-lost needs --pool"),
         (["gpu-pool-lost", "--pool", "l4=a100", "--queue", "speech-queue"], "gpu-pool-lost needs --pool"),
+        (["bad-write", "--plan", str(PLANS / "bad-write-pitr.yaml")], "bad-write needs --namespace and --plan"),
         (["registry-lost", "--plan", str(PLANS / "registry-restore.yaml")], "registry-lost needs --registry HOST:PORT"),
         (["registry-lost", "--registry", "127.0.0.1:5000"], "registry-lost needs --plan"),
         (["registry-lost", "--registry", "registry.example.com:5000", "--plan", str(PLANS / "registry-restore.yaml")],
