@@ -10,10 +10,12 @@ restored and the time to service.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from drtool_lab.cluster import cluster_target
@@ -33,7 +35,7 @@ from drtool.plans.validate import check_file
 from drtool.plugin.manager import get_plugin, load_plugins
 from drtool.rehearsal.target import stop_restored_servers
 from drtool.repo.repository import Repository
-from tests.fixtures.core import PASSPHRASE
+from tests.fixtures.core import PASSPHRASE, Cli
 
 PLAN = Path(__file__).resolve().parents[2] / "restore-plans" / "bad-write-pitr.yaml"
 
@@ -45,15 +47,27 @@ def until(done: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
         time.sleep(0.2)
 
 
-def test_bad_write_is_undone_by_a_point_in_time_restore_to_just_before_it(drill_lab: Lab, tmp_path: Path) -> None:
-    source = EtcdLab().seed(drill_lab)
-    repo = Repository.init(LocalBackend(tmp_path / "store"), passphrase=PASSPHRASE)
+@contextlib.contextmanager
+def following(lab: Lab, store: Path) -> Iterator[tuple[Repository, FollowSession]]:
+    """The lab's etcd followed into a new store (`drtool follow -p etcd`, in a thread) once its first full is
+    written; afterwards the follower stopped and every member a restore started under the lab stopped."""
+    source = EtcdLab().seed(lab)
+    repo = Repository.init(LocalBackend(store), passphrase=PASSPHRASE)
     session = FollowSession(repo, "etcd", "follow", {"period": 1.0, "idle": 5.0})
     follower = threading.Thread(target=run_follow, args=(repo, get_plugin("etcd"), source, session), daemon=True)
     follower.start()
-    etcd_target = EtcdLab().target(drill_lab)
     try:
         until(lambda: session.tip() is not None, "the follower's first full")
+        yield repo, session
+    finally:
+        session.stop.set()
+        follower.join(timeout=60)
+        stop_restored_servers(lab.root)
+
+
+def test_bad_write_is_undone_by_a_point_in_time_restore_to_just_before_it(drill_lab: Lab, tmp_path: Path) -> None:
+    etcd_target = EtcdLab().target(drill_lab)
+    with following(drill_lab, tmp_path / "store") as (repo, _):
         at = time.time()  # the point restored: just before the bad write
         stamp = dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         loaded = check_file(PLAN, load_plugins(), {"AT": stamp})
@@ -63,10 +77,6 @@ def test_bad_write_is_undone_by_a_point_in_time_restore_to_just_before_it(drill_
 
         row = run_drill(injector, cluster_target(drill_lab), loaded, repo, manifest, catalog,
                         step_targets={"etcd": etcd_target}, recovery_point=at)  # fmt: skip
-    finally:
-        session.stop.set()
-        follower.join(timeout=60)
-        stop_restored_servers(drill_lab.root)
 
     assert row.ok, (row.error, row.checks)
     assert "model-server-config" in injector.deleted and len(injector.deleted) >= 2, injector.deleted
@@ -78,3 +88,19 @@ def test_bad_write_is_undone_by_a_point_in_time_restore_to_just_before_it(drill_
     assert row.time_to_service_s is not None and 0 < row.time_to_service_s < 900
     rows = {r["scenario"]: r for r in matrix.rows(ScenarioLog(catalog).all(), RunLog(catalog).drills())}
     assert rows["bad-write"]["last"]["ok"]
+
+
+def test_bad_write_through_the_cli_prints_its_record(drill_lab: Lab, cli: Cli, tmp_path: Path) -> None:
+    data_dir = drill_lab.root / "etcd-before-cli" / "data"
+    values = tmp_path / "values.yaml"
+    values.write_text(f"ETCD_DATA_DIR: '{data_dir}'\nETCD_MEMBER_NAME: etcd-before\nETCD_START: 'true'\n")
+    with following(drill_lab, tmp_path / "store") as (repo, _):
+        proc = cli("--store", repo.backend.url, "drill", "bad-write", "--namespace", "team-vision",
+                   "--plan", str(PLAN), "--values", str(values), "--kubeconfig",
+                   cluster_target(drill_lab)["kubeconfig"], "--json", timeout=900, check=True)  # fmt: skip
+
+    row = json.loads(proc.stdout)
+    assert row["ok"] and row["plan_name"] == "bad-write-pitr", row
+    assert {c["name"]: c["ok"] for c in row["checks"]} == {"as of T": True, "nothing after T": True}, row
+    assert 0 < row["rpo_s"] < 30 and 0 < row["time_to_service_s"] < 900, row
+    assert (data_dir.parent / "data.drtool-restore.json").exists()  # the plan's own member, from --values
