@@ -27,6 +27,7 @@ pytest_plugins = [
     "tests.fixtures.mlflow",
     "tests.fixtures.tiers",
     "tests.fixtures.schedule",
+    "tests.fixtures.drills",
 ]
 
 

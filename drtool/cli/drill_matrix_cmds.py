@@ -5,22 +5,37 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from drtool.cli.plan_cmds import PlanOpt, ValuesOpt, load_checked, open_plan_repo
+from drtool.cli.plan_cmds import ValuesOpt, load_checked, open_plan_repo
 from drtool.cli.state import console, print_json, state
+from drtool.drills.scenarios import SCENARIOS
 from drtool.errors import UsageError
+from drtool.plans.loader import read_values
+
+if TYPE_CHECKING:
+    from drtool.catalog.scenarios import ScenarioDrillRow
+
+RUNNABLE = [name for name, s in SCENARIOS.items() if s.runnable and name != "whole-cluster-lost"]
 
 
 def drill(
     ctx: typer.Context,
-    scenario: Annotated[str, typer.Argument(help="kueue-config-deleted or namespace-deleted (docs/drills.md).")],
-    plan: PlanOpt,
+    scenario: Annotated[str, typer.Argument(help="A runnable scenario of docs/drills.md.")],
     kubeconfig: Annotated[str, typer.Option("--kubeconfig", help="The cluster to break and recover (admin).")],
+    plan: Annotated[Path | None, typer.Option("--plan", help="The restore plan (YAML); not for gpu-pool-lost.")] = None,
     context: Annotated[str | None, typer.Option("--context", help="kubeconfig context.")] = None,
-    namespace: Annotated[str | None, typer.Option("--namespace", help="namespace-deleted: which one.")] = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", help="namespace-deleted: which one; bad-write: whose ConfigMaps.")
+    ] = None,
+    follow_set: Annotated[str, typer.Option("--follow-set", help="bad-write: the etcd follower's set.")] = "follow",
+    registry: Annotated[str | None, typer.Option("--registry", help="registry-lost: HOST:PORT wiped.")] = None,
+    pool: Annotated[
+        str | None, typer.Option("--pool", help="gpu-pool-lost: LOST=REMAINING flavors, e.g. l4=a100.")
+    ] = None,
+    queue: Annotated[str | None, typer.Option("--queue", help="gpu-pool-lost: NAMESPACE/LOCALQUEUE probed.")] = None,
     cluster: Annotated[str | None, typer.Option("--cluster", help="Name a non-lab API server's host.")] = None,
     approve: Annotated[bool, typer.Option("--approve", help="Approve breaking the named cluster.")] = False,
     values: ValuesOpt = None,
@@ -30,21 +45,40 @@ def drill(
 
     Example: drtool drill kueue-config-deleted --plan restore-plans/kueue-quotas-only.yaml --kubeconfig lab.kubeconfig
     """
+    from drtool.drills import guard
     from drtool.drills.kueue import KueueConfigDeleted
     from drtool.drills.namespace import NamespaceDeleted
+    from drtool.drills.registry import RegistryLost
     from drtool.drills.run import Injector, allowed_target, run_drill
     from drtool.plans.source import find_backup
 
+    target = {"kubeconfig": kubeconfig, **({"context": context} if context else {})}
+    step_targets: dict[str, dict[str, str]] = {}
     if scenario == "kueue-config-deleted":
         injector: Injector = KueueConfigDeleted()
     elif scenario == "namespace-deleted":
         if not namespace:
             raise UsageError("namespace-deleted needs --namespace", "name the namespace the drill deletes")
         injector = NamespaceDeleted(namespace)
+    elif scenario == "registry-lost":
+        if not registry:
+            raise UsageError("registry-lost needs --registry HOST:PORT", "name the registry the drill wipes")
+        if not guard.is_lab(f"http://{registry}") and not approve:
+            raise UsageError(f"refusing to wipe registry {registry}: not a lab", "add --approve to wipe it")
+        injector, step_targets = RegistryLost(registry), {"images": {"registry": registry}}
+    elif scenario == "gpu-pool-lost":
+        allowed_target(target, cluster, approve)
+        _print_row(_gpu_pool(ctx, target, pool, queue, cluster, approve), as_json)
+        return
+    elif scenario == "bad-write":
+        allowed_target(target, cluster, approve)
+        _print_row(_bad_write(ctx, target, plan, values, namespace, follow_set, cluster, approve), as_json)
+        return
     else:
-        raise UsageError(f"no injector for scenario {scenario!r}", "runnable: kueue-config-deleted, namespace-deleted")
-    target = {"kubeconfig": kubeconfig, **({"context": context} if context else {})}
+        raise UsageError(f"no injector for scenario {scenario!r}", f"runnable: {', '.join(RUNNABLE)}")
     allowed_target(target, cluster, approve)  # before the store or the plan is even read
+    if plan is None:
+        raise UsageError(f"{scenario} needs --plan", "the restore plan that recovers it (docs/drills.md)")
     loaded = load_checked(plan, values)
     repo = open_plan_repo(ctx, loaded.require())
     manifest = find_backup(repo, loaded.require().source)
@@ -57,7 +91,69 @@ def drill(
         state(ctx).open_catalog(),
         named=cluster,
         approved=approve,
+        step_targets=step_targets,
     )
+    _print_row(row, as_json)
+
+
+def _gpu_pool(
+    ctx: typer.Context,
+    target: dict[str, str],
+    pool: str | None,
+    queue: str | None,
+    cluster: str | None,
+    approve: bool,
+) -> ScenarioDrillRow:
+    """gpu-pool-lost restores nothing: no plan, no store; Kueue admitting elsewhere is the recovery."""
+    from drtool.drills.gpu_pool import GpuPoolLost, drill_gpu_pool_lost
+
+    lost, _, remaining = (pool or "").partition("=")
+    namespace, _, local_queue = (queue or "").partition("/")
+    if not (lost and remaining and namespace and local_queue):
+        raise UsageError(
+            "gpu-pool-lost needs --pool LOST=REMAINING and --queue NAMESPACE/LOCALQUEUE",
+            "e.g. --pool l4=a100 --queue team-speech/speech-queue",
+        )
+    injector = GpuPoolLost(lost, remaining, namespace, local_queue)
+    return drill_gpu_pool_lost(injector, target, state(ctx).open_catalog(), named=cluster, approved=approve)
+
+
+def _bad_write(
+    ctx: typer.Context,
+    target: dict[str, str],
+    plan: Path | None,
+    values: Path | None,
+    namespace: str | None,
+    follow_set: str,
+    cluster: str | None,
+    approve: bool,
+) -> ScenarioDrillRow:
+    """bad-write: the plan is loaded with AT = now, the point its etcd step restores, just before the delete."""
+    import time
+
+    from drtool.drills.bad_write import BadWrite
+    from drtool.drills.run import run_drill
+    from drtool.plans.source import find_backup
+    from drtool.plans.validate import check_file
+    from drtool.plugin.manager import load_plugins
+
+    if not namespace or plan is None:
+        raise UsageError("bad-write needs --namespace and --plan", "e.g. --plan restore-plans/bad-write-pitr.yaml")
+    at = time.time()
+    stamp = dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    loaded = check_file(plan, load_plugins(), read_values(values) | {"AT": stamp})
+    etcd = dict(loaded.require().target.get("etcd") or {})
+    if not etcd.get("data_dir"):
+        raise UsageError(f"plan {plan} restores no etcd member", "use restore-plans/bad-write-pitr.yaml")
+    repo = open_plan_repo(ctx, loaded.require())
+    manifest = find_backup(repo, loaded.require().source)
+    injector = BadWrite(namespace, repo, str(etcd["data_dir"]), backup_set=follow_set)
+    catalog = state(ctx).open_catalog()
+    return run_drill(injector, target, loaded, repo, manifest, catalog, named=cluster, approved=approve,
+                     step_targets={"etcd": etcd}, recovery_point=at)  # fmt: skip
+
+
+def _print_row(row: ScenarioDrillRow, as_json: bool) -> None:
     if as_json:
         print_json(row.to_dict())
     else:

@@ -8,11 +8,12 @@ injection (everything written in between is lost).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from drtool.catalog.db import Catalog
 from drtool.catalog.scenarios import ScenarioDrillRow, ScenarioLog
@@ -37,6 +38,22 @@ class Injector(Protocol):
 
     def pending(self, client: KubeClient) -> str:
         """What still stands between the injection and its failure showing (for the error when it never does)."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Judged:
+    """One of a scenario's own checks, beside the plan's: what only the scenario knows to look at."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+@runtime_checkable
+class Judging(Protocol):
+    def judge(self, client: KubeClient) -> list[Judged]:
+        """After the plan ran: the scenario's own verdicts (e.g. every workload's image pulls by digest)."""
         ...
 
 
@@ -69,12 +86,16 @@ def run_drill(
     named: str | None = None,
     approved: bool = False,
     detect_timeout: float = 120.0,
+    step_targets: Mapping[str, Mapping[str, Any]] | None = None,
+    recovery_point: float | None = None,
 ) -> ScenarioDrillRow:
     """Break ``target`` (a kubeconfig mapping: ``kubeconfig``, ``context``) as the scenario says and recover it
-    with the plan, whose every step is pointed at that same cluster."""
+    with the plan, whose every step is pointed at that same cluster, or, for a plugin in ``step_targets``
+    (one that restores no cluster: a registry), at the target given there. ``recovery_point``: the time a
+    point-in-time plan restores (RPO counts from it, not from the backup's finish)."""
     client = KubeClient(Connection.from_mapping(target))
     host = guard.allow(client.server, named, approved)  # again: a library caller may not have asked
-    overrides = {step.uses: dict(target) for step in loaded.require().steps}
+    overrides = {step.uses: dict((step_targets or {}).get(step.uses, target)) for step in loaded.require().steps}
     injector.inject(client)
     injected = time.time()
     detected = _wait(
@@ -87,26 +108,30 @@ def run_drill(
     run = Executor(loaded, repo, manifest, overrides=overrides, catalog=catalog, kind="drill").execute()
     steps = list(run.steps.values())
     recovered = started + max((s.finished_s for s in steps), default=0.0)
-    in_service = started + run.seconds if run.ok else None
+    judged = injector.judge(client) if run.ok and isinstance(injector, Judging) else []
+    ok = run.ok and all(j.ok for j in judged)
+    in_service = (time.time() if judged else started + run.seconds) if ok else None
     backup_done = dt.datetime.fromisoformat(manifest.finished.replace("Z", "+00:00")).timestamp()
     row = ScenarioDrillRow(
         id=new_run_id(),
         scenario=injector.scenario,
         plan_name=run.plan.name,
         target=host,
-        ok=run.ok,
+        ok=ok,
         injected_at=_stamp(injected),
         detected_at=_stamp(detected),
         recovered_at=_stamp(recovered) if all(s.status in ("ok", "skipped") for s in steps) else None,
         in_service_at=_stamp(in_service) if in_service else None,
-        rpo_s=round(max(0.0, injected - backup_done), 3),
+        rpo_s=round(max(0.0, injected - (backup_done if recovery_point is None else recovery_point)), 3),
         time_to_service_s=round(in_service - injected, 3) if in_service else None,
         steps=json.dumps(
             [{"id": s.id, "status": s.status, "seconds": round(s.finished_s - s.started_s, 3)} for s in steps]
         ),
-        checks=json.dumps([{"name": c.name, "ok": c.ok, "detail": c.detail} for c in run.checks]),
+        checks=json.dumps([{"name": c.name, "ok": c.ok, "detail": c.detail} for c in [*run.checks, *judged]]),
         manual=json.dumps(injector.manual),
-        error="; ".join(f"{s.id}: {s.error}" for s in run.failed),
+        error="; ".join(
+            [f"{s.id}: {s.error}" for s in run.failed] + [f"{j.name}: {j.detail}" for j in judged if not j.ok]
+        ),
     )
     ScenarioLog(catalog).save(row)
     return row

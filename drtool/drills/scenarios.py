@@ -26,8 +26,9 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "bad-write",
             "a mass delete or corrupting write at T",
-            "point-in-time restore (--at)",
+            "bad-write-pitr (etcd's chain, at: just before T)",
             "the objects as of T, nothing after",
+            runnable=True,
         ),
         Scenario(
             "namespace-deleted",
@@ -52,8 +53,9 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "gpu-pool-lost",
             "a GPU node pool deleted",
-            "Kueue re-admits on another flavor",
-            "admitted elsewhere, time to admission",
+            "no restore: its quota drained, Kueue admits on the remaining flavor",
+            "admitted elsewhere and running, time to admission",
+            runnable=True,
         ),
         Scenario(
             "certs-dns-lost",
@@ -62,7 +64,11 @@ SCENARIOS: dict[str, Scenario] = {
             "no re-issue, records resolve",
         ),
         Scenario(
-            "registry-lost", "the in-cluster registry wiped", "images restore", "every workload's image pulls by digest"
+            "registry-lost",
+            "the registry the workloads pull from wiped",
+            "registry-restore",
+            "every workload's image pulls by digest",
+            runnable=True,
         ),
     )
 }

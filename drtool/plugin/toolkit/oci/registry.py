@@ -275,3 +275,8 @@ class Registry:
     def put_manifest(self, repo: str, reference: str, data: bytes, media_type: str) -> None:
         headers = {"Content-Type": media_type}
         self._call("PUT", self._v2(repo, "manifests", reference), (201,), data=data, headers=headers)
+
+    def delete(self, repo: str, kind: str, digest: str) -> None:
+        """Delete a manifest or blob (``kind``: manifests, blobs) by digest; gone already is fine (a drill's
+        wipe: registries refuse this unless deletes are enabled)."""
+        self._call("DELETE", self._v2(repo, kind, valid_digest(digest)), (202, 404))
