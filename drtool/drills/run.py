@@ -3,7 +3,9 @@
 Times are the drill's own: ``injected`` when the injector's last write returned, ``detected`` when the
 cluster first shows the failure, ``recovered`` when the plan's last step ended, ``in service`` when its
 checks ended green. RPO is what the backup could not hold: the time from the backup's finish to the
-injection (everything written in between is lost).
+injection (everything written in between is lost). Where a ``training-resumes`` check resumed a run, RPO is
+also counted in training: the steps lost (``rpo_steps``), and in time from when the checkpoint resumed from
+was written, if that is earlier than the backup's finish.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from drtool.catalog.db import Catalog
@@ -53,6 +55,18 @@ def _wait(ready: Callable[[], bool], what: str, timeout: float, pending: Callabl
     return time.time()
 
 
+def _training_lost(checks: Sequence[Any]) -> tuple[int | None, float | None]:
+    """Steps lost and when the checkpoint resumed from was written (epoch s), from a ``training-resumes``
+    check's facts; (None, None) when no check resumed a training run."""
+    for check in checks:
+        facts: Mapping[str, Any] = getattr(check, "facts", {}) or {}
+        if "steps_lost_at_least" in facts:
+            written = facts.get("checkpoint_written_at")
+            at = dt.datetime.fromisoformat(str(written).replace("Z", "+00:00")).timestamp() if written else None
+            return int(facts["steps_lost_at_least"]), at
+    return None, None
+
+
 def allowed_target(target: Mapping[str, Any], named: str | None, approved: bool) -> str:
     """The host of the cluster ``target`` names, if a drill may break it (``guard``); nothing is contacted."""
     return guard.allow(KubeClient(Connection.from_mapping(target)).server, named, approved)
@@ -69,12 +83,15 @@ def run_drill(
     named: str | None = None,
     approved: bool = False,
     detect_timeout: float = 120.0,
+    targets: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ScenarioDrillRow:
     """Break ``target`` (a kubeconfig mapping: ``kubeconfig``, ``context``) as the scenario says and recover it
-    with the plan, whose every step is pointed at that same cluster."""
+    with the plan, whose every step is pointed at that same cluster, except the plugins ``targets`` names
+    (plugin -> target: what is not in the cluster, e.g. a standby checkpoint location)."""
     client = KubeClient(Connection.from_mapping(target))
     host = guard.allow(client.server, named, approved)  # again: a library caller may not have asked
-    overrides = {step.uses: dict(target) for step in loaded.require().steps}
+    targets = targets or {}
+    overrides = {step.uses: dict(targets.get(step.uses, target)) for step in loaded.require().steps}
     injector.inject(client)
     injected = time.time()
     detected = _wait(
@@ -89,6 +106,8 @@ def run_drill(
     recovered = started + max((s.finished_s for s in steps), default=0.0)
     in_service = started + run.seconds if run.ok else None
     backup_done = dt.datetime.fromisoformat(manifest.finished.replace("Z", "+00:00")).timestamp()
+    steps_lost, checkpoint_at = _training_lost(run.checks)
+    kept_until = min(backup_done, checkpoint_at or backup_done)
     row = ScenarioDrillRow(
         id=new_run_id(),
         scenario=injector.scenario,
@@ -99,12 +118,16 @@ def run_drill(
         detected_at=_stamp(detected),
         recovered_at=_stamp(recovered) if all(s.status in ("ok", "skipped") for s in steps) else None,
         in_service_at=_stamp(in_service) if in_service else None,
-        rpo_s=round(max(0.0, injected - backup_done), 3),
+        rpo_s=round(max(0.0, injected - kept_until), 3),
+        rpo_steps=steps_lost,
         time_to_service_s=round(in_service - injected, 3) if in_service else None,
         steps=json.dumps(
             [{"id": s.id, "status": s.status, "seconds": round(s.finished_s - s.started_s, 3)} for s in steps]
         ),
-        checks=json.dumps([{"name": c.name, "ok": c.ok, "detail": c.detail} for c in run.checks]),
+        checks=json.dumps(
+            [{"name": c.name, "ok": c.ok, "detail": c.detail, "facts": getattr(c, "facts", {})} for c in run.checks],
+            default=str,
+        ),
         manual=json.dumps(injector.manual),
         error="; ".join(f"{s.id}: {s.error}" for s in run.failed),
     )

@@ -48,6 +48,7 @@ SCENARIOS: dict[str, Scenario] = {
             "object store stopped mid-save",
             "training-resume",
             "resumes bit for bit, steps lost counted",
+            runnable=True,
         ),
         Scenario(
             "gpu-pool-lost",
