@@ -59,8 +59,9 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "certs-dns-lost",
             "issuer secrets and zone records removed",
-            "dns-certs restore",
+            "dns-certs-restore",
             "no re-issue, records resolve",
+            runnable=True,
         ),
         Scenario(
             "registry-lost", "the in-cluster registry wiped", "images restore", "every workload's image pulls by digest"
