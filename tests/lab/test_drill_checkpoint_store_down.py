@@ -20,6 +20,7 @@ from drtool_lab.components.minio import MinioServer
 from drtool_lab.lab import Lab
 from drtool_lab.training import paused_in_save
 
+from drtool.audit.resume import resume_drilled
 from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
 from drtool.catalog import Catalog
@@ -105,3 +106,7 @@ def test_the_checkpoint_store_stopped_mid_save_is_recovered_from_the_last_comple
     rows = {r["scenario"]: r for r in matrix.rows(ScenarioLog(catalog).all(), RunLog(catalog).drills())}
     last = rows["checkpoint-store-down"]["last"]
     assert last["ok"] and last["rpo_s"] == row.rpo_s and rows["checkpoint-store-down"]["runnable"]
+    # the audit's resume-drilled item reads this very record: an incomplete checkpoint drilled
+    grade = resume_drilled([], [], ScenarioLog(catalog).all())
+    assert grade.evidence[0].startswith("incomplete checkpoint: checkpoint-store-down drill "), grade.evidence
+    assert grade.evidence[0].endswith("resumed from step 20, step 30 torn and not used (10 steps lost)")
