@@ -1,13 +1,15 @@
 """Running the lab trainer (``drtool_lab.trainer``) as a process, and killing it in the middle of a save.
 
 This is the failure training checkpoints exist for: the job dies while it writes a checkpoint, leaving some
-shards and no marker. ``torn_run`` trains with a checkpoint every ``every`` steps, lets the save of step
-``torn_at`` stop after its second shard, and SIGKILLs the process there, so the source holds complete
-checkpoints up to ``torn_at - every`` and a torn one at ``torn_at``, as a real crash would leave them.
+shards and no marker. ``torn_run`` trains with a checkpoint every ``EVERY`` steps, lets the save of step
+``TORN_AT`` stop after its second shard, and SIGKILLs the process there, so the source holds complete
+checkpoints up to ``TORN_AT - EVERY`` and a torn one at ``TORN_AT``, as a real crash would leave them.
+``paused_in_save`` keeps the trainer waiting in that save while a drill stops the checkpoint store under it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -16,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from drtool_lab.lab import Lab
@@ -47,7 +49,8 @@ def trainer_env(lab: Lab, location: Mapping[str, Any], folder: str) -> dict[str,
     }
 
 
-def torn_run(
+@contextlib.contextmanager
+def paused_in_save(
     lab: Lab,
     location: Mapping[str, Any],
     folder: str = RUN_FOLDER,
@@ -55,8 +58,10 @@ def torn_run(
     every: int = EVERY,
     torn_at: int = TORN_AT,
     timeout: float = 120.0,
-) -> TornRun:
-    """Train in ``location``/``folder`` until the save of step ``torn_at`` is half written, then kill it."""
+) -> Iterator[dict[int, float]]:
+    """Train in ``location``/``folder`` until the save of step ``torn_at`` is half written; the block runs while
+    the trainer waits there (a drill stops the store under it), and the trainer is killed when it ends.
+    Yields step -> epoch seconds each complete checkpoint's marker was written."""
     argv = [sys.executable, "-m", "drtool_lab.trainer", "train", "--until", str(torn_at + every)]
     argv += ["--every", str(every), "--pause-in-save", str(torn_at)]
     proc = subprocess.Popen(
@@ -77,17 +82,23 @@ def torn_run(
             if "saved" in event:
                 saved_at[int(event["saved"])] = float(event["at"])
             if event.get("paused") == torn_at:
-                os.killpg(proc.pid, signal.SIGKILL)  # mid-save: shards written, no index
-                killed_at = time.time()
-                break
+                break  # mid-save: shards written, no index
         else:
             raise SourceError(f"the lab trainer ended before step {torn_at}'s save", _stderr(proc))
+        watchdog.cancel()
+        yield saved_at
     finally:
         watchdog.cancel()
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    return TornRun(folder, tuple(sorted(saved_at)), torn_at, killed_at, saved_at)
+
+
+def torn_run(lab: Lab, location: Mapping[str, Any], folder: str = RUN_FOLDER) -> TornRun:
+    """Train in ``location``/``folder`` until the save of step ``TORN_AT`` is half written, then kill it."""
+    with paused_in_save(lab, location, folder) as saved_at:
+        pass
+    return TornRun(folder, tuple(sorted(saved_at)), TORN_AT, time.time(), saved_at)
 
 
 def _stderr(proc: subprocess.Popen[str]) -> str:

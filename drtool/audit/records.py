@@ -1,4 +1,4 @@
-"""The checklist items the plans and the catalog's drill records answer: objectives per workload class,
+"""The checklist items the plans, the backup sets and the catalog's drill records answer: objectives per workload class,
 recovery independence as drills measured it, and drills within their period.
 
 Drill records are the catalog's ``DrillRow``s (``RunLog.drills()``), oldest first; plans are loaded plans.
@@ -7,13 +7,14 @@ Drill records are the catalog's ``DrillRow``s (``RunLog.drills()``), oldest firs
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from drtool.catalog.runs import DrillRow
 from drtool.catalog.scenarios import ScenarioDrillRow
 from drtool.durations import format_duration
 from drtool.independence.analysis import IndependenceReport
 from drtool.plans.schema import Plan
+from drtool.scheduler.sets import BackupSet
 
 from .grades import Grade, Status, worst
 
@@ -24,16 +25,19 @@ def _latest_per_plan(drills: Sequence[DrillRow]) -> dict[str, DrillRow]:
     return {d.plan_name: d for d in sorted(drills, key=lambda d: d.started)}
 
 
-def objectives(plans: Sequence[Plan], drills: Sequence[DrillRow]) -> Grade:
-    """Training and inference each have a plan with both objectives, and each such plan's latest drill met them."""
+def objectives(plans: Sequence[Plan], drills: Sequence[DrillRow], sets: Mapping[str, BackupSet] | None = None) -> Grade:
+    """Training and inference each have both objectives — a plan's rto and rpo, or a plan's rto and a backup
+    set's rpo of the same class — and each such plan's latest drill met them."""
     title = "RPO/RTO are defined separately for training and inference, and the latest drills meet them"
+    sets = sets or {}
     if not plans:
         return Grade("objectives", title, "unknown", ["no plans given (--plans)"])
     evidence: list[str] = []
     statuses: list[Status] = []
     latest = _latest_per_plan(drills)
     for cls in CLASSES:
-        own = [p for p in plans if p.objectives.workload == cls and p.objectives.rto and p.objectives.rpo]
+        set_rpo = {name: s.rpo for name, s in sorted(sets.items()) if s.workload == cls and s.rpo}
+        own = [p for p in plans if p.objectives.workload == cls and p.objectives.rto and (p.objectives.rpo or set_rpo)]
         statuses.append("pass" if own else "fail")
         evidence.append(
             f"{cls}: "
@@ -43,6 +47,10 @@ def objectives(plans: Sequence[Plan], drills: Sequence[DrillRow]) -> Grade:
                 else f"no plan with `objectives.workload: {cls}` and both rto and rpo"
             )
         )
+        if set_rpo:
+            evidence.append(
+                f"{cls} backup sets: " + ", ".join(f"{n} (rpo {format_duration(r)})" for n, r in set_rpo.items())
+            )
         for plan in own:
             drill = latest.get(plan.name)
             if drill is None:
@@ -57,6 +65,7 @@ def objectives(plans: Sequence[Plan], drills: Sequence[DrillRow]) -> Grade:
                     + (" met the objectives" if met else " missed the objectives")
                 )
     unclassed = [p.name for p in plans if p.objectives.workload is None and (p.objectives.rto or p.objectives.rpo)]
+    unclassed += [f"backup set {n}" for n, s in sorted(sets.items()) if s.workload is None and s.rpo]
     if unclassed:
         evidence.append(f"objectives without a workload class: {', '.join(unclassed)}")
     return Grade("objectives", title, worst(statuses), evidence)

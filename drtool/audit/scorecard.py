@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from drtool.catalog.runs import DrillRow
 from drtool.catalog.scenarios import ScenarioDrillRow
 from drtool.independence.analysis import IndependenceReport
 from drtool.plans.schema import Plan
 from drtool.repo.repository import Repository
+from drtool.scheduler.sets import BackupSet
 
-from . import checkpoints, records, workloads
+from . import checkpoints, records, resume, workloads
 from .cluster import ClusterView
 from .grades import Scorecard
 
@@ -25,6 +26,7 @@ class AuditInputs:
 
     cluster: ClusterView
     plans: Sequence[Plan] = ()
+    sets: Mapping[str, BackupSet] = dataclasses.field(default_factory=dict)  # the config's backup_sets
     drills: Sequence[DrillRow] = ()
     scenario_drills: Sequence[ScenarioDrillRow] = ()
     store: Repository | None = None  # where the checkpoints' backups are
@@ -33,16 +35,18 @@ class AuditInputs:
     max_gpu_retries: int = 3
 
 
-def training_rpo(plans: Sequence[Plan]) -> dt.timedelta | None:
-    """The strictest RPO among the training plans: the age a checkpoint may reach."""
+def training_rpo(plans: Sequence[Plan], sets: Mapping[str, BackupSet]) -> dt.timedelta | None:
+    """The strictest RPO among the training plans and backup sets: the age a checkpoint may reach."""
     rpos = [p.objectives.rpo for p in plans if p.objectives.workload == "training" and p.objectives.rpo]
+    rpos += [s.rpo for s in sets.values() if s.workload == "training" and s.rpo]
     return min(rpos, default=None)
 
 
 def run_audit(inputs: AuditInputs) -> Scorecard:
     grades = [
-        records.objectives(inputs.plans, inputs.drills),
-        checkpoints.checkpoints(inputs.store, training_rpo(inputs.plans)),
+        records.objectives(inputs.plans, inputs.drills, inputs.sets),
+        checkpoints.checkpoints(inputs.store, training_rpo(inputs.plans, inputs.sets)),
+        resume.resume_drilled(inputs.plans, inputs.drills, inputs.scenario_drills),
     ]
     view = inputs.cluster
     grades += [

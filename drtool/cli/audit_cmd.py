@@ -53,6 +53,7 @@ def audit(
     inputs = AuditInputs(
         cluster=read_cluster(Connection(kubeconfig=kubeconfig, context=context), namespace or ()),
         plans=loaded,
+        sets=app_state.settings.backup_sets,
         drills=RunLog(catalog).drills(),
         scenario_drills=ScenarioLog(catalog).all(),
         store=app_state.open_repo() if app_state.settings.store else None,

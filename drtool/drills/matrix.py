@@ -39,6 +39,7 @@ def rows(
             "ok": d.ok,
             "plan": d.plan_name,
             "rpo_s": d.rpo_s,
+            "rpo_steps": d.rpo_steps,
             "time_to_service_s": d.time_to_service_s,
             "id": d.id,
         }
@@ -48,6 +49,7 @@ def rows(
             "ok": r.ok,
             "plan": r.plan_name,
             "rpo_s": r.rpo_s,
+            "rpo_steps": None,
             "time_to_service_s": r.rto_s,
             "id": r.id,
         }
@@ -88,7 +90,7 @@ def table(matrix: list[dict[str, Any]]) -> Table:
             r["recovered_by"],
             last["at"][:19],
             _duration(last["age_s"]),
-            _duration(last["rpo_s"]),
+            _duration(last["rpo_s"]) + (f", {last['rpo_steps']} steps" if last["rpo_steps"] is not None else ""),
             _duration(last["time_to_service_s"]),
             result,
         )

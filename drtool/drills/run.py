@@ -3,7 +3,9 @@
 Times are the drill's own: ``injected`` when the injector's last write returned, ``detected`` when the
 cluster first shows the failure, ``recovered`` when the plan's last step ended, ``in service`` when its
 checks ended green. RPO is what the backup could not hold: the time from the backup's finish to the
-injection (everything written in between is lost).
+injection (everything written in between is lost). Where a ``training-resumes`` check resumed a run, RPO is
+also counted in training: the steps lost (``rpo_steps``), and in time from when the checkpoint resumed from
+was written, if that is earlier than the backup's finish.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import dataclasses
 import datetime as dt
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from drtool.catalog.db import Catalog
@@ -70,6 +72,18 @@ def _wait(ready: Callable[[], bool], what: str, timeout: float, pending: Callabl
     return time.time()
 
 
+def _training_lost(checks: Sequence[Any]) -> tuple[int | None, float | None]:
+    """Steps lost and when the checkpoint resumed from was written (epoch s), from a ``training-resumes``
+    check's facts; (None, None) when no check resumed a training run."""
+    for check in checks:
+        facts: Mapping[str, Any] = getattr(check, "facts", {}) or {}
+        if "steps_lost_at_least" in facts:
+            written = facts.get("checkpoint_written_at")
+            at = dt.datetime.fromisoformat(str(written).replace("Z", "+00:00")).timestamp() if written else None
+            return int(facts["steps_lost_at_least"]), at
+    return None, None
+
+
 def allowed_target(target: Mapping[str, Any], named: str | None, approved: bool) -> str:
     """The host of the cluster ``target`` names, if a drill may break it (``guard``); nothing is contacted."""
     return guard.allow(KubeClient(Connection.from_mapping(target)).server, named, approved)
@@ -112,6 +126,8 @@ def run_drill(
     ok = run.ok and all(j.ok for j in judged)
     in_service = (time.time() if judged else started + run.seconds) if ok else None
     backup_done = dt.datetime.fromisoformat(manifest.finished.replace("Z", "+00:00")).timestamp()
+    steps_lost, checkpoint_at = _training_lost(run.checks)
+    kept_until = min(backup_done, checkpoint_at or backup_done)
     row = ScenarioDrillRow(
         id=new_run_id(),
         scenario=injector.scenario,
@@ -122,12 +138,19 @@ def run_drill(
         detected_at=_stamp(detected),
         recovered_at=_stamp(recovered) if all(s.status in ("ok", "skipped") for s in steps) else None,
         in_service_at=_stamp(in_service) if in_service else None,
-        rpo_s=round(max(0.0, injected - (backup_done if recovery_point is None else recovery_point)), 3),
+        rpo_s=round(max(0.0, injected - (kept_until if recovery_point is None else recovery_point)), 3),
+        rpo_steps=steps_lost,
         time_to_service_s=round(in_service - injected, 3) if in_service else None,
         steps=json.dumps(
             [{"id": s.id, "status": s.status, "seconds": round(s.finished_s - s.started_s, 3)} for s in steps]
         ),
-        checks=json.dumps([{"name": c.name, "ok": c.ok, "detail": c.detail} for c in [*run.checks, *judged]]),
+        checks=json.dumps(
+            [
+                {"name": c.name, "ok": c.ok, "detail": c.detail, "facts": getattr(c, "facts", {})}
+                for c in [*run.checks, *judged]
+            ],
+            default=str,
+        ),
         manual=json.dumps(injector.manual),
         error="; ".join(
             [f"{s.id}: {s.error}" for s in run.failed] + [f"{j.name}: {j.detail}" for j in judged if not j.ok]

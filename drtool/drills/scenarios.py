@@ -49,6 +49,7 @@ SCENARIOS: dict[str, Scenario] = {
             "object store stopped mid-save",
             "training-resume",
             "resumes bit for bit, steps lost counted",
+            runnable=True,
         ),
         Scenario(
             "gpu-pool-lost",
@@ -60,8 +61,9 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "certs-dns-lost",
             "issuer secrets and zone records removed",
-            "dns-certs restore",
+            "dns-certs-restore",
             "no re-issue, records resolve",
+            runnable=True,
         ),
         Scenario(
             "registry-lost",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -26,6 +26,8 @@ class BackupSet(BaseModel):
     jitter: Duration = dt.timedelta(0)  # random delay added to each run, so sets do not all start together
     misfire_grace: Duration = dt.timedelta(minutes=10)  # a run missed by less than this still happens
     rpo: Duration | None = None  # objective: the newest successful backup should never be older than this
+    # whose objective that rpo is: the guide sets training's and inference's apart (`drtool audit`, docs/audit.md)
+    workload: Literal["training", "inference"] | None = None
     retention: RetentionPolicy = Field(default_factory=RetentionPolicy)
     tags: list[str] = Field(default_factory=list)
     # continuous backup (`drtool follow --set NAME`, docs/etcd.md): the plugin's follow options, e.g.

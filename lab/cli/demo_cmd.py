@@ -50,6 +50,10 @@ def demo(
     for phase in report.phases:
         table.add_row(phase.name, f"{phase.seconds:.0f}s", phase.result)
     console.print(table)
+    if report.matrix:
+        from drtool.drills.matrix import table as matrix_table
+
+        console.print(matrix_table(report.matrix))
     console.print(
         f"backup {report.backup_id}: {human_bytes(report.facts.get('read_bytes', 0))} read, "
         f"{human_bytes(report.facts.get('stored_bytes', 0))} stored (compressed, encrypted)",

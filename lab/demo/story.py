@@ -10,7 +10,9 @@
    with the reason, never failed.
 4. Close what the first rehearsal found inside the failure domain (followup.py: the DNS cut-over values,
    waivers for what no step can rewrite) and rehearse the same backup again with that plan.
-5. Write one page with both rehearsals side by side (drtool/report/loop.py).
+5. Write one page with both rehearsals side by side (drtool/report/loop.py), and the drill matrix: every
+   failure scenario against its latest drill in the demo's catalog (the rehearsals drilled the whole
+   cluster lost; `drtool drill` drills the others).
 
 A plugin added to drtool with LabSupport joins every part of this without a change here.
 """
@@ -40,6 +42,9 @@ import drtool
 from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
 from drtool.catalog import Catalog
+from drtool.catalog.runs import RunLog
+from drtool.catalog.scenarios import ScenarioLog
+from drtool.drills import matrix
 from drtool.errors import DrtoolError, SourceError, UsageError
 from drtool.plans.loader import load_plan
 from drtool.plugin.contract import Plugin
@@ -71,6 +76,7 @@ class DemoReport:
     rehearsals: list[Rehearsal] = dataclasses.field(default_factory=list)  # the first, then the one after the fix
     followup: FollowUp | None = None
     report_path: Path | None = None  # the page with both rehearsals side by side
+    matrix: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # drtool.drills.matrix rows
 
     @property
     def final(self) -> Rehearsal | None:
@@ -116,10 +122,16 @@ def run_demo(
     with _labs_root(workdir / "labs"):
         try:
             story.tell(plan_path, runnable, source_lab, scale, keep)
+            story.report.matrix = drill_matrix(Catalog(str(workdir / "catalog.db")))
         finally:
             if not keep:
                 source_lab.down(purge=False)
     return story.report
+
+
+def drill_matrix(catalog: Catalog) -> list[dict[str, Any]]:
+    """Every failure scenario against its latest drill in ``catalog`` (docs/drills.md)."""
+    return matrix.rows(ScenarioLog(catalog).all(), RunLog(catalog).drills())
 
 
 def _fresh_workdir(workdir: Path) -> None:

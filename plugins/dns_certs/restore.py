@@ -88,7 +88,8 @@ def _plan_zones(
     if s.dns is None:
         return {}
     return {
-        zone: zones.plan_update(zone, rrsets, zones.read(s.dns, zone, key)) for zone, rrsets in backup_zones.items()
+        zone: zones.plan_update(zone, rrsets, zones.read(s.dns, zone, key), raise_serial=s.serial == "raise")
+        for zone, rrsets in backup_zones.items()
     }
 
 

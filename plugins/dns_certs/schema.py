@@ -29,6 +29,9 @@ class Options(Dns, KubeRestoreMapped):
     rto: str | int | None = Field(None, description="the restore's RTO: certificates must outlive it")
     expiry_margin: str | int | None = Field(None, description="warn for certificates expiring within (14d)")
     cutover: dict[str, str] | str | None = Field(None, description="old=new load balancer addresses")
+    serial: Literal["backup", "raise"] = Field(
+        "backup", description="raise: a zone changed in place gets the backup's records under a higher serial"
+    )
 
 
 class Target(KubeConnection, Options):

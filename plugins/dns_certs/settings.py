@@ -19,6 +19,9 @@ from drtool.plugin.toolkit.settings import as_bool, as_list, as_number
 from .cutover import parse_cutover
 
 EXTERNALDNS_MODES = ("keep", "hold", "release")
+# backup: end at the backup's serial (refused when the target is at or ahead of it); raise: a zone changed in
+# place since the backup (records removed) gets the backup's records under a serial above the target's
+SERIAL_MODES = ("backup", "raise")
 DEFAULT_MARGIN = dt.timedelta(days=14)
 DEFAULT_DNS_PORT = 53
 
@@ -93,6 +96,7 @@ class RestoreSettings:
     expiry_margin: dt.timedelta = DEFAULT_MARGIN
     dry_run: bool = False
     cutover: Mapping[str, str] = dataclasses.field(default_factory=dict)  # old LB address -> new (cutover.py)
+    serial: str = "backup"  # SERIAL_MODES
 
     @classmethod
     def parse(cls, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreSettings:
@@ -100,6 +104,9 @@ class RestoreSettings:
         mode = str(merged.get("externaldns") or "keep").lower()
         if mode not in EXTERNALDNS_MODES:
             raise UsageError(f"externaldns={mode!r} is not a mode", f"choose {', '.join(EXTERNALDNS_MODES)}")
+        serial = str(merged.get("serial") or "backup").lower()
+        if serial not in SERIAL_MODES:
+            raise UsageError(f"serial={serial!r} is not a mode", f"choose {', '.join(SERIAL_MODES)}")
         try:
             rto = parse_duration(merged.get("rto") or 0)
             margin = parse_duration(merged.get("expiry_margin") or DEFAULT_MARGIN)
@@ -114,4 +121,5 @@ class RestoreSettings:
             expiry_margin=margin,
             dry_run=as_bool(merged.get("dry_run"), False),
             cutover=parse_cutover(merged.get("cutover")),
+            serial=serial,
         )

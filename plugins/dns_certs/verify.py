@@ -73,7 +73,7 @@ def _kube_checks(
     checks += [_own_check(client, t, rec, s) for t in own.types().values() for rec in own.records(t.key)]
     certificates = view.records(CERTIFICATES)
     if certificates:
-        checks.append(_no_requests(client, view, certificates))
+        checks.append(_no_requests(client, view, certificates, ctx.created))
         checks.append(_would_not_reissue(client, view, certificates))
     return checks
 
@@ -103,9 +103,15 @@ def _own_check(client: KubeClient, t: ResourceType, rec: Obj, s: RestoreSettings
     return Check(f"dns-certs: {t.key} {ns}/{name}", True, "present")
 
 
-def _no_requests(client: KubeClient, view: KubeView, certificates: list[Obj]) -> Check:
+def _when(stamp: str) -> dt.datetime:
+    when = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+def _no_requests(client: KubeClient, view: KubeView, certificates: list[Obj], backed_up: str) -> Check:
     """No CertificateRequest for a restored Certificate: cert-manager started no issuance (or the restore
-    brought none: they are never backed up)."""
+    brought none: they are never backed up). One created before the backup is the cluster's history, not
+    this restore's doing: a restore in place (a drill) finds cert-manager's kept requests."""
     restored = {object_key(r["object"]) for r in certificates}
     path = "/apis/cert-manager.io/v1/certificaterequests"
     try:
@@ -114,16 +120,21 @@ def _no_requests(client: KubeClient, view: KubeView, certificates: list[Obj]) ->
         if exc.status != 404:
             raise
         items = []
-    mine = [
-        object_key(i)
+    ours = [
+        i
         for i in items
         if f"{i['metadata']['namespace']}/{(i['metadata'].get('annotations') or {}).get(certs.CERT_NAME)}" in restored
         or any(o.get("kind") == "Certificate" and f"{i['metadata']['namespace']}/{o.get('name')}" in restored
                for o in i["metadata"].get("ownerReferences") or [])
     ]  # fmt: skip
+    since = _when(backed_up).replace(microsecond=0)  # creationTimestamp has whole seconds: err on counting
+    mine = [object_key(i) for i in ours if _when(i["metadata"]["creationTimestamp"]) >= since]
+    older = len(ours) - len(mine)
     detail = f"{len(mine)} for {len(restored)} restored Certificates" + (
         f": {', '.join(mine[:MAX_LISTED])}" if mine else ""
     )
+    if older:
+        detail += f" ({older} made before the backup: the cluster's history)"
     return Check(f"dns-certs: no {CERTIFICATE_REQUESTS}", not mine, detail)
 
 
@@ -161,7 +172,8 @@ def _zone_checks(ctx: RestoreContext, s: RestoreSettings) -> list[Check]:
     key = tsig.load(s.dns.key_file) if s.dns else None
     for zone, backup in load_zones(ctx, s.cutover).items():
         if s.dns is not None:
-            checks.append(_compare(f"zone {zone} at {s.dns.address}", zone, backup, zones.read(s.dns, zone, key)))
+            live = zones.read(s.dns, zone, key)
+            checks.append(_compare(f"zone {zone} at {s.dns.address}", zone, backup, live, s.serial == "raise"))
         if s.zone_dir:
             path = Path(s.zone_dir).expanduser() / f"{zone.rstrip('.')}.zone"
             if not path.exists():
@@ -171,10 +183,14 @@ def _zone_checks(ctx: RestoreContext, s: RestoreSettings) -> list[Check]:
     return checks
 
 
-def _compare(what: str, zone: str, backup: zones.RRsets, live: zones.RRsets) -> Check:
-    diff = zones.differences(backup, live)
+def _compare(what: str, zone: str, backup: zones.RRsets, live: zones.RRsets, raised: bool = False) -> Check:
+    """Every RRset equal, the SOA serial too; with ``raised`` (``serial=raise``) a serial ahead of the backup's."""
     want = zones.serial_of(backup, zone)
     have = zones.serial_of(live, zone) if (zone, "SOA") in live else None
+    ahead = raised and have is not None and 0 < (have - want) % 2**32 < 2**31
+    if ahead:
+        backup, live = zones.without_serial(backup, zone), zones.without_serial(live, zone)
+    diff = zones.differences(backup, live)
     detail = f"serial {have} (backup {want}); {len(backup)} RRsets in backup, {len(live)} in target"
     if diff:
         detail += (
@@ -182,7 +198,7 @@ def _compare(what: str, zone: str, backup: zones.RRsets, live: zones.RRsets) -> 
             + "\n".join(diff[:MAX_LISTED])
             + (f"\n(+{len(diff) - MAX_LISTED} more)" if len(diff) > MAX_LISTED else "")
         )
-    return Check(f"dns-certs: {what}", not diff and have == want, detail)
+    return Check(f"dns-certs: {what}", not diff and (have == want or ahead), detail)
 
 
 def _released(target: Mapping[str, Any]) -> Check:

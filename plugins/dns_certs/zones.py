@@ -148,6 +148,16 @@ def read(server: DnsServer, zone: str, key: Tsig | None) -> RRsets:
     return out
 
 
+def without_serial(rrsets: RRsets, zone: str) -> RRsets:
+    """``rrsets`` with the SOA's serial blanked: what a zone restored with a raised serial must equal."""
+    key = (zone, "SOA")
+    if key not in rrsets:
+        return rrsets
+    ttl, (soa, *rest) = rrsets[key]
+    fields = soa.split()
+    return {**rrsets, key: (ttl, (" ".join([*fields[:2], "-", *fields[3:]]), *rest))}
+
+
 def differences(backup: RRsets, live: RRsets) -> list[str]:
     """Every RRset that is missing, extra or different (TTL or records), as one line each, sorted."""
     lines = []
@@ -239,9 +249,11 @@ class UpdatePlan:
         return len(self.serials)
 
 
-def plan_update(zone: str, backup: RRsets, live: RRsets) -> UpdatePlan:
+def plan_update(zone: str, backup: RRsets, live: RRsets, *, raise_serial: bool = False) -> UpdatePlan:
     """The messages that make ``live`` equal ``backup``, or a refusal (before anything is written) when the
-    target's serial leaves no room to end exactly at the backup's."""
+    target's serial leaves no room to end exactly at the backup's. With ``raise_serial`` such a zone (changed
+    in place since the backup) gets the backup's records under serials counting up from the target's, so
+    secondaries still follow; its SOA then differs from the backup's in the serial only."""
     have, want = serial_of(live, zone), serial_of(backup, zone)
     plan = UpdatePlan()
     for key in sorted(set(backup) | set(live)):
@@ -255,12 +267,21 @@ def plan_update(zone: str, backup: RRsets, live: RRsets) -> UpdatePlan:
         (1, lambda u, n=n, t=t: u.delete(dns.name.from_text(n), t)) for n, t in plan.delete if (n, t) != (zone, "NS")
     ]
     ops += [_replace_op(zone, name, rdtype, backup, live) for name, rdtype in plan.replace]
-    soa_same = backup[(zone, "SOA")] == live.get((zone, "SOA"))
-    if not ops and soa_same:
+    soa = (zone, "SOA")
+    room = (want - have) % 2**32
+    ahead = raise_serial and not 0 < room < 2**31  # changed in place: only the serial may differ in the SOA
+    if ahead:
+        backup_soa, live_soa = without_serial(backup, zone)[soa], without_serial(live, zone)[soa]
+    else:
+        backup_soa, live_soa = backup[soa], live.get(soa)
+    same = backup_soa == live_soa
+    if not ops and same:
         return plan
     plan.batches = list(_batches(ops)) or [[]]
     k = len(plan.batches)
-    room = (want - have) % 2**32
+    if raise_serial and not k <= room < 2**31:
+        want = (have + k) % 2**32
+        room = k
     if not k <= room < 2**31:
         where = (
             f"at or ahead of the backup's {want}"

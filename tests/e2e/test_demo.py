@@ -81,6 +81,7 @@ def test_what_cannot_be_had_is_left_out_and_the_rehearsal_skips_it_with_the_reas
     assert report["run"]["isolation"]["mode"] == "in-process"  # no `ip`: the rehearsal says why it guards less
     loop = (workdir / "reports" / "demo-loop.html").read_text()
     assert "DEMO PASSED" in loop and "git is still missing" in loop
+    assert "drill matrix" in out  # the summary shows every scenario against its latest drill (the rehearsals')
     assert re.search(r"report: \S+demo-loop\.html", out.replace("\n", "")) and "open it: " in out
 
 

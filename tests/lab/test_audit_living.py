@@ -102,6 +102,7 @@ def test_the_cli_grades_exits_12_and_writes_json_html_and_metrics(
     assert status == {
         "objectives": "unknown",
         "checkpoints": "unknown",
+        "resume-drilled": "fail",  # no drill resumed past a torn checkpoint
         "preemptible-save": "fail",
         "inference-spread": "fail",
         "pdb-drain": "fail",
