@@ -79,7 +79,9 @@ def test_the_checkpoint_store_stopped_mid_save_is_recovered_from_the_last_comple
         sources = {"checkpoints": {"sources": [{"name": "training", **location}]}, "kubernetes": cluster}
         manifest = run_backup(repo, plugins, sources | {"kueue": cluster})  # the schedule's backup, mid-save
         assert manifest.status == "complete"
-        row = run_drill(injector, target, loaded, repo, manifest, catalog, step_targets={"checkpoints": standby_location})
+        row = run_drill(
+            injector, target, loaded, repo, manifest, catalog, step_targets={"checkpoints": standby_location}
+        )
 
     print(f"figures: RPO {row.rpo_s}s, {row.rpo_steps} steps; time to service {row.time_to_service_s}s")  # docs
     assert row.ok, (row.error, row.checks)
