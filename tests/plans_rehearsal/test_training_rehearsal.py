@@ -11,6 +11,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from drtool_lab.lab import Lab
 from drtool_lab.targets import seed_sources
 
@@ -22,6 +23,7 @@ from tests.fixtures.core import PASSPHRASE, Cli
 from tests.plans_rehearsal.test_platform_checks import TRAINER
 
 
+@pytest.mark.timeout(1800)  # 460 s at load average 27 (about 1 min quiet): the suite's 600 s is too near
 def test_a_training_rehearsal_reports_the_recovery_point_in_steps_and_time_lost(
     lab_root: Path, tmp_path: Path, cli: Cli
 ) -> None:
