@@ -315,10 +315,15 @@ def test_a_standby_hydrated_link_by_link_holds_workloads_defers_deletions_and_re
     assert all(out.created == 0 and out.updated == 0 for _, out, _ in twice), [
         (o.created, o.updated) for _, o, _ in twice
     ]
-    crashed = first[-2][2]  # killed mid-apply of the last link: restarted from the state before it
+    crashed = first[0][2]  # killed while applying the deltas: restarted from the state persisted after the full
     redo = hydrate_chain(repo, kube_target, crashed, hold_first)
-    assert redo and all(out.created == 0 for _, out, _ in redo)
+    assert len(redo) == len(first) - 1
     assert target_versions(kube_target, state) == before, "a link applied again writes nothing"
+    again = redo[-1][2]
+    assert (set(again.objects), again.held, again.deferred) == (set(state.objects), state.held, state.deferred)
+    with kube_target.api_client() as api:
+        names = [d.metadata.name for d in client.AppsV1Api(api).list_namespaced_deployment("team").items]
+    assert names == ["web"], "nothing duplicated"
 
     seen = dt.datetime.fromisoformat(state.deferred[doomed].seen.replace("Z", "+00:00"))
     early = plugin.settle(
