@@ -9,7 +9,9 @@ alternating who goes first:
 
 - **drtool backup**: ``python -m drtool --store DIR backup -p kubernetes --json`` into a fresh local store,
   measured as one process (``kube_objects.Runner``: wall time, its CPU and peak RSS through ``wait4``);
-- **velero backup**: ``velero backup create NAME --wait``, the CLI measured the same way, plus the CPU the
+- **velero backup**: ``velero backup create NAME --wait`` asking for the objects drtool keeps (``VELERO_MATCH``;
+  the first one is then imported with ``drtool import velero`` and its per-type counts compared with drtool's
+  backup, untimed: ``matched`` in the results), the CLI measured the same way, plus the CPU the
   Velero server and its plugin processes spent meanwhile (``/proc/PID/stat``) and the server's peak RSS
   (``VmHWM``: its peak since it started, so a later run never reports less than an earlier one).
 
