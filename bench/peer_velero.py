@@ -9,7 +9,9 @@ alternating who goes first:
 
 - **drtool backup**: ``python -m drtool --store DIR backup -p kubernetes --json`` into a fresh local store,
   measured as one process (``kube_objects.Runner``: wall time, its CPU and peak RSS through ``wait4``);
-- **velero backup**: ``velero backup create NAME --wait``, the CLI measured the same way, plus the CPU the
+- **velero backup**: ``velero backup create NAME --wait`` asking for the objects drtool keeps (``VELERO_MATCH``;
+  the first one is then imported with ``drtool import velero`` and its per-type counts compared with drtool's
+  backup, untimed: ``matched`` in the results), the CLI measured the same way, plus the CPU the
   Velero server and its plugin processes spent meanwhile (``/proc/PID/stat``) and the server's peak RSS
   (``VmHWM``: its peak since it started, so a later run never reports less than an earlier one).
 
@@ -28,6 +30,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import shutil
 import statistics
 import sys
 from pathlib import Path
@@ -36,7 +39,16 @@ from typing import Any
 from kube_objects import DRTOOL, RESULTS_DIR, BenchError, KubeLab, Labs, Runner, drtool_env, proc_cpu_seconds, save
 from machine import machine_facts
 
+from drtool.kube.skips import SKIPPED_RESOURCES
+
 BACKUP = "bench"
+# Velero is asked for what drtool keeps: every cluster-scoped type, minus the types drtool's default skip list
+# leaves out (Velero takes no glob in an exclude) and the bootstrap RBAC the new API server makes itself
+VELERO_MATCH = (
+    "--include-cluster-resources=true",
+    "--exclude-resources=" + ",".join(k for k in SKIPPED_RESOURCES if "*" not in k),
+    "--selector=kubernetes.io/bootstrapping notin (rbac-defaults)",
+)
 
 
 def process_tree(pid: int) -> list[int]:
@@ -107,7 +119,7 @@ class Peers:
         velero = self.source.lab["velero"]
         name = f"{BACKUP}-r{run}"
         before = tree_cpu(velero.pid)
-        argv = self.velero_cli(velero, "backup", "create", name, "--include-cluster-resources=true", "--wait")
+        argv = self.velero_cli(velero, "backup", "create", name, *VELERO_MATCH, "--wait")
         m, _ = self.runner.measure(argv, self.velero_env(velero), f"velero-backup-r{run}", self.source.pids)
         server_cpu = tree_cpu(velero.pid) - before
         status = velero.final("backups", name, 600)["status"]
@@ -133,7 +145,6 @@ class Peers:
     def velero_restore(self, run: int, backup: dict[str, Any]) -> dict[str, Any]:
         target = self.labs.up(f"velero-target-r{run}")
         try:
-            self.source.lab["velero"].stop()  # one Velero per machine (lab/components/velero.py, port 8080)
             target.lab.up(["velero"])
             velero = target.lab["velero"]
             copy_backup(self.source.lab["minio"], target.lab["minio"], backup["backup"])
@@ -155,6 +166,37 @@ class Peers:
                     "server_cpu_seconds": round(server_cpu, 2), "server_peak_rss_kib": hwm_kib(velero.pid)}  # fmt: skip
         finally:
             self.labs.down(target)
+
+    def matched(self, drtool: dict[str, Any], velero: dict[str, Any]) -> dict[str, Any]:
+        """Whether both backups hold the same objects, by drtool's own reading: Velero's backup imported
+        (``drtool import velero``: drtool's skip rules applied to what Velero wrote), its per-type counts
+        against drtool's backup's. Velero's extra objects are those the rules leave out (not timed)."""
+        env = drtool_env(self.work / "homes" / "match", str(self.source.apiserver.readonly_kubeconfig))
+        env |= self.source.lab["minio"].env()
+        store = str(self.work / "stores" / "velero-import")
+
+        def run(name: str, *args: str) -> str:
+            return self.runner.measure([*DRTOOL, *args], env, f"match-{name}", {}, quiet_first=False)[1]
+
+        run("init", "init", "--store", store, "--no-save")
+        imported = run("import", "--store", store, "import", "velero", velero["backup"], "--from", velero_location(),
+                       "--json")  # fmt: skip
+        shown = run("show", "--store", store, "show", json.loads(imported)["backup"], "--json")
+        native = run("native", "--store", drtool["store"], "show", "latest", "--json")
+        ours, theirs = type_counts(json.loads(native)), type_counts(json.loads(shown))
+        differ = {k: {"drtool": ours.get(k, 0), "velero": theirs.get(k, 0)} for k in sorted(ours.keys() | theirs.keys())
+                  if ours.get(k, 0) != theirs.get(k, 0)}  # fmt: skip
+        return {"drtool_objects": drtool["objects"], "velero_items": velero["objects"],
+                "velero_kept_by_drtool_rules": sum(theirs.values()), "types_differing": differ}  # fmt: skip
+
+
+def velero_location() -> str:
+    return "s3://velero/lab"  # lab/components/velero.py: BUCKET, PREFIX
+
+
+def type_counts(shown: dict[str, Any]) -> dict[str, int]:
+    resources = shown["plugins"]["kubernetes"]["meta"]["resources"]
+    return {key: meta["count"] for key, meta in resources.items() if meta["count"]}
 
 
 def copy_backup(source: Any, target: Any, name: str) -> None:
@@ -198,6 +240,8 @@ def main() -> None:
     RESULTS_DIR.mkdir(exist_ok=True)
     output = RESULTS_DIR / f"peer_velero-{stamp}.json"
     document: dict[str, Any] = {"machine": machine_facts(), "args": vars(args) | {"work": str(args.work)}, "runs": []}
+    for scratch in ("stores", "homes"):  # a previous run's (its stores would refuse `drtool init`)
+        shutil.rmtree(args.work / scratch, ignore_errors=True)
     (args.work / "logs").mkdir(parents=True, exist_ok=True)
     labs = Labs(args.work / "labs")
     try:
@@ -215,6 +259,10 @@ def main() -> None:
                 entry = peers.drtool_backup(run) if tool == "drtool" else peers.velero_backup(run)
                 backups.setdefault(tool, entry)
                 peers.record(entry)
+        document["matched"] = peers.matched(backups["drtool"], backups["velero"])
+        save(output, document)
+        source.lab["velero"].stop()  # one Velero per machine (lab/components/velero.py): the targets' need the port
+        print(f"object sets: {json.dumps(document['matched'])}", flush=True)
         for run in range(1, args.runs + 1):
             order = ("drtool", "velero") if run % 2 else ("velero", "drtool")
             for tool in order:

@@ -36,8 +36,10 @@ def spawn(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     user: str | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> int:
-    """Start a detached server process writing to ``log_path``; returns its pid."""
+    """Start a detached server process writing to ``log_path``; returns its pid. ``pass_fds``: open files it
+    inherits (a lock it holds for its lifetime: drtool_lab.components.port_lock)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     full_env = child_env(env)  # never the parent's secrets (DRTOOL_PASSPHRASE, AWS_*): drtool.environ
     preexec = None
@@ -60,6 +62,7 @@ def spawn(
             cwd=cwd,
             start_new_session=True,
             preexec_fn=preexec,
+            pass_fds=tuple(pass_fds),
         )
     return proc.pid
 

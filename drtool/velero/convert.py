@@ -8,9 +8,11 @@ events and nodes, objects a controller recreates), the latter recorded in ``left
 owner. What drtool learns from discovery on a live cluster comes from the backup instead: the version and
 kind from the objects; whether a type is a custom resource, its storage version and its /status subresource
 from the CRDs in the backup; for built-in types, a /status subresource wherever their objects carry a status.
-The failure-domain facts the kubernetes plugin reads from a live cluster (its API server's address, node
-addresses, Service and pod ranges) are not derived here: the importer records only the API server address it
-is given (``--source-server``), and docs/velero.md says what the independence analysis then cannot judge.
+The failure-domain facts come from the backup's objects through the readers the kubernetes plugin uses on a
+live cluster (``drtool.kube.domain_facts``: node addresses and pod ranges, Service ranges and addresses,
+ingress hosts, the DNS suffix), each with its evidence naming the Velero backup, as far as Velero backed those
+types up (nodes only with cluster-scoped resources). The API server's address is not in a Velero backup: the
+importer records it only when given (``--source-server``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from drtool.kube import domain_facts
 from drtool.kube.discovery import CRDS, CrdInfo, ResourceType, crd_info
 from drtool.kube.left import artifact_meta, artifact_name, record_line
 from drtool.kube.listing import TypeResult
@@ -47,8 +50,9 @@ def resource_type(r: Resource, crds: dict[tuple[str, str], CrdInfo]) -> Resource
     )
 
 
-def write_artifacts(tarball: Tarball, ctx: BackupContext) -> dict[str, Any]:
-    """Write every type's artifacts; return the kubernetes plugin's outcome meta for them."""
+def write_artifacts(tarball: Tarball, ctx: BackupContext, backup: str = "") -> dict[str, Any]:
+    """Write every type's artifacts; return the kubernetes plugin's outcome meta for them (``backup``: the
+    Velero backup's name, for the failure-domain evidence)."""
     crd_objects = tarball.resources.get(CRDS)
     crds = {(i.group, i.plural): i for i in (crd_info(c) for c in (crd_objects.items if crd_objects else []))}
     with_selector = {object_key(s) for s in _items(tarball, "services") if (s.get("spec") or {}).get("selector")}
@@ -64,6 +68,7 @@ def write_artifacts(tarball: Tarball, ctx: BackupContext) -> dict[str, Any]:
         progress.advance(len(r.items))
     with contextlib.suppress(AttributeError):
         progress.done()
+    facts = domain_facts.from_objects({k: r.items for k, r in tarball.resources.items()}, f" (Velero backup {backup})")
     return {
         "server": None,
         "server_version": None,
@@ -73,8 +78,8 @@ def write_artifacts(tarball: Tarball, ctx: BackupContext) -> dict[str, Any]:
         "skipped_resources": skipped,
         "unavailable_apis": [],
         "filters": {},
-        "failure_domain": {},
-        "failure_domain_evidence": {},
+        "failure_domain": facts.domain(),
+        "failure_domain_evidence": facts.evidence,
     }
 
 

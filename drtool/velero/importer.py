@@ -54,7 +54,7 @@ def import_backup(
     velero = read_backup(url, name)
     not_captured = what_velero_left_out(velero)
     with BackupSession(repo, backup_set=backup_set, tags=[IMPORT_TAG, *tags], progress=progress) as session:
-        meta = write_artifacts(velero.tarball, session.context_for(PLUGIN))
+        meta = write_artifacts(velero.tarball, session.context_for(PLUGIN), name)
         facts = meta.pop("failure_domain")
         if source_server:
             facts.setdefault("kubernetes_api_endpoints", []).append(source_server)

@@ -129,13 +129,17 @@ class ClusterProcess(Component):
         self.path.mkdir(parents=True, exist_ok=True)
         self.ensure_kubeconfig()
         self.prepare()
-        self.pid = process.spawn(self.argv(), self.log_path, env=self.process_env(), cwd=self.path)
+        self.pid = self.spawn()
         try:
             process.wait_until(self.healthy, timeout, f"{self.kind} {self.name}", self.log_path, self.running)
             self.started()
         except BaseException:
             self.stop()  # never leave a half-started controller behind (its log stays for the post-mortem)
             raise
+
+    def spawn(self) -> int:
+        """Start the process, detached; its pid."""
+        return process.spawn(self.argv(), self.log_path, env=self.process_env(), cwd=self.path)
 
     def healthy(self) -> bool:
         if not self.running():

@@ -12,6 +12,10 @@ in argv. No node agent: object backups need none (no file-system backups of volu
 The server counts as started once its metrics endpoint answers and it has marked the location Available
 (backups against an unavailable location fail their validation).
 
+Its controller manager binds :8080 on every address (``MANAGER_METRICS_PORT``), so one Velero runs per machine
+at a time: the server holds a machine-wide lock on that port from its start to its exit (``port_lock``), and
+a second lab's Velero waits for it (``lock_wait`` seconds at most, a progress line naming the holder).
+
 ``backup`` and ``restore`` run the ``velero`` CLI (``--wait``), as a person would, and return the phase.
 """
 
@@ -25,6 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from drtool_lab.components import port_lock
 from drtool_lab.components.cluster_process import ClusterProcess
 from drtool_lab.components.minio import REGION, MinioServer
 from drtool_lab.gomods import lab_binary, required_version
@@ -42,7 +47,8 @@ PLUGIN = "velero-plugin-for-aws"
 VELERO_MODULE = "github.com/vmware-tanzu/velero"
 DATA_MOVER_CRDS = "config/crd/v2alpha1/bases/*.yaml"
 # Velero v1.18.3 starts its controller manager without metrics options (pkg/cmd/server/server.go, ctrl.NewManager),
-# so controller-runtime serves metrics on :8080, on every address, and no flag moves it: one Velero per machine
+# so controller-runtime serves metrics on :8080, on every address, and no flag moves it: one Velero per machine,
+# which the port's machine-wide lock (port_lock) makes a wait instead of a failed start
 MANAGER_METRICS_PORT = 8080
 FINAL_PHASES = ("Completed", "PartiallyFailed", "Failed", "FailedValidation")
 Obj = dict[str, Any]
@@ -56,6 +62,7 @@ class VeleroServer(ClusterProcess):
     minio_component: str = ""
     s3_url: str = ""  # the MinIO endpoint the location names
     credentials: str = ""  # MinIO's keys in an AWS credentials file, in MinIO's folder (0600)
+    lock_wait: float = 1800.0  # how long a second lab's Velero waits for the first one to stop
 
     def requirements(self) -> tuple[str, ...]:
         return ("kube-apiserver", "minio")
@@ -96,8 +103,6 @@ class VeleroServer(ClusterProcess):
 
     def prepare(self) -> None:
         from drtool_lab import upstream
-
-        _require_free(MANAGER_METRICS_PORT)
         from drtool_lab.kube_seed import KubeClient, install_crds, wait_established
 
         self.__dict__["_minio"].create_bucket(BUCKET)
@@ -145,6 +150,15 @@ class VeleroServer(ClusterProcess):
 
     def process_env(self) -> dict[str, str]:
         return {"AWS_SHARED_CREDENTIALS_FILE": self.credentials}  # the AWS plugin, Velero's child, inherits it
+
+    def spawn(self) -> int:
+        """The server, started once no other lab's Velero runs; it inherits the port's lock and holds it."""
+        with port_lock.held(MANAGER_METRICS_PORT, f"velero {self.name} ({self.path})", self.lock_wait) as lock:
+            _require_free(MANAGER_METRICS_PORT)  # held by something else than a lab's Velero
+            env = self.process_env()
+            pid = process.spawn(self.argv(), self.log_path, env=env, cwd=self.path, pass_fds=(lock.fd,))
+            lock.record(f"velero server pid {pid} of the lab component at {self.path}")
+            return pid
 
     def started(self) -> None:
         process.wait_until(self.location_available, 120, "Velero's BackupStorageLocation", self.log_path)
@@ -201,6 +215,7 @@ def _require_free(port: int) -> None:
             probe.bind(("", port))
         except OSError:
             raise SourceError(
-                f"port {port} is in use: Velero v1.18.3's controller manager always serves its metrics there",
-                "one Velero per machine: stop the other lab's (drtool lab down NAME) or what holds the port",
+                f"port {port} is in use by something other than a lab's Velero: Velero v1.18.3's controller "
+                "manager always serves its metrics there",
+                "stop what holds the port (ss -ltnp 'sport = :8080' names it)",
             ) from None

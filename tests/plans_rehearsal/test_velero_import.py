@@ -207,6 +207,13 @@ def test_the_import_holds_what_velero_captured_and_says_what_it_did_not(source: 
               "skipped_in_import": mine["skipped_resources"], "velero_seconds": source.seconds}  # fmt: skip
     print(json.dumps(report, indent=1))
     assert mine["objects"] > 0
+    # the failure domain read out of Velero's objects by the readers drtool uses on the live cluster: the same
+    # facts, but the API server's address (not in a Velero backup, and no --source-server given)
+    live = {k: v for k, v in source.native.failure_domain.items() if not k.startswith("kubernetes_api_")}
+    assert imported.manifest.failure_domain == live
+    print(json.dumps(live))
+    assert set(live) > {"cluster_dns_suffixes"}
+    assert all(mine["failure_domain_evidence"][key].endswith(f"(Velero backup {BACKUP})") for key in live)
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
