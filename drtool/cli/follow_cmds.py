@@ -13,7 +13,9 @@ from drtool.follow import DEFAULT_SET, FollowSession, run_follow
 from drtool.plugin.manager import get_plugin
 from drtool.repo.manifest import Manifest
 
-PluginOpt = Annotated[str, typer.Option("--plugin", "-p", help="A plugin with a continuous mode (etcd, kubernetes, kueue).")]
+PluginOpt = Annotated[
+    str, typer.Option("--plugin", "-p", help="A plugin with a continuous mode (etcd, kubernetes, kueue).")
+]
 SetOpt = Annotated[str, typer.Option("--set", help="Backup set the chain belongs to.")]
 OptionOpt = Annotated[list[str] | None, typer.Option("--option", "-o", help="Plugin option KEY=VALUE (repeatable).")]
 
