@@ -14,7 +14,9 @@ backup's value), so a release needs nothing but the target cluster and puts back
   admits a suspended Job and unsuspends it itself, so the label is what keeps Kueue away until the release,
   which gives the label back and leaves the workload suspended for Kueue to admit and resume;
 - an object owned by another restored object (a JobSet's Jobs, a TrainJob's JobSet) is left to its owner:
-  holding the owner holds it, and releasing it is the owner controller's job;
+  holding the owner holds it, and releasing it is the owner controller's job; a RayJob's RayCluster is not
+  restored at all (``drtool.kube.skips``): the RayJob names a new cluster when it runs, so KubeRay would run
+  the old one beside it, unheld;
 - a Job that had completed in the source (condition ``Complete``) is restored as a record: held like the
   others, marked ``COMPLETED`` with its completion time, and never released (it does not run again).
 

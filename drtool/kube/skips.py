@@ -78,6 +78,14 @@ def _workload(obj: Obj) -> str | None:
     return None
 
 
+def _ray_cluster(obj: Obj) -> str | None:
+    """A RayJob (or RayService) names a new cluster when it runs: a restored copy of the old one would run beside
+    it, unheld, the moment KubeRay saw it (tests/plugins/test_kuberay_holds.py, with the real operator)."""
+    if controlled(obj):
+        return "created by its RayJob or RayService, which creates a new one when it runs (KubeRay)"
+    return None
+
+
 def _issuance(obj: Obj) -> str:
     """cert-manager's backup guide leaves these one-shot requests out: restored, each would be run again."""
     if controlled(obj):
@@ -160,6 +168,7 @@ OBJECT_RULES: dict[str, Callable[[Obj], str | None]] = {
     "pods": _pod_like,
     "replicasets.apps": _pod_like,
     "workloads.kueue.x-k8s.io": _workload,
+    "rayclusters.ray.io": _ray_cluster,
     "certificaterequests.cert-manager.io": _issuance,
     "orders.acme.cert-manager.io": _issuance,
     "challenges.acme.cert-manager.io": _issuance,

@@ -18,7 +18,7 @@ from drtool.errors import SourceError, UsageError
 
 
 def test_crd_pins_are_the_versions_the_controllers_are_built_from() -> None:
-    built = {"kueue": "kueue", "kwok": "lab", "cert-manager": "lab", "velero": "velero"}
+    built = {"kueue": "kueue", "kwok": "lab", "cert-manager": "lab", "velero": "velero", "kuberay": "kuberay"}
     for key, gomod in built.items():
         pin = upstream.MODULES[key]
         assert gomods.required_version(gomod, pin.module) == pin.version, key
