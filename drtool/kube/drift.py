@@ -23,7 +23,7 @@ from .artifacts import records, types_in
 from .client import ApiError, KubeClient
 from .discovery import ResourceType
 from .fields import managers
-from .holds import HELD, RELEASE_MANAGER
+from .holds import RELEASE_MANAGER, release_patch
 from .judge import ADDED, DRIFT, judge
 from .objects import comparable_from_live, object_key, target_key
 
@@ -133,21 +133,37 @@ def changes(before: Snapshot, after: Snapshot) -> list[str]:
             who = sorted({m.name for m in managers(now)}) or ["(no manager)"]
             lines.append(f"{label}: created by {', '.join(who)}")
             continue
-        judged = judge(label, comparable_from_live(_unheld(was), t, False), comparable_from_live(now, t, False), now)
+        released = comparable_from_live(_as_released(was), t, False)
+        judged = judge(label, released, comparable_from_live(now, t, False), now)
         for change in judged.changes:
             if change.kind in (DRIFT, ADDED) and RELEASE_MANAGER not in change.manager_names():
                 lines.append(f"{label}: {change.line()}")
     return lines[:MAX_LINES] + ([f"(+{len(lines) - MAX_LINES} more)"] if len(lines) > MAX_LINES else [])
 
 
-def _unheld(obj: Obj) -> Obj:
-    """``obj`` without the hold's annotation, which the release itself removes (not drift)."""
-    meta = dict(obj.get("metadata") or {})
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != HELD}
-    meta["annotations"] = annotations
-    if not annotations:
-        del meta["annotations"]
-    return {**obj, "metadata": meta}
+def _as_released(obj: Obj) -> Obj:
+    """``obj`` as the release step leaves it (its merge patch applied): what the release itself changes, the
+    backup's values put back and the hold's annotation removed, is not drift."""
+    found = release_patch(obj)
+    if not found:
+        return obj
+    out = _merge(obj, found[0])
+    if not out["metadata"].get("annotations"):
+        out["metadata"].pop("annotations", None)
+    return out
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    """A JSON merge patch (RFC 7386): maps merge, ``None`` deletes, anything else replaces."""
+    if not isinstance(patch, Mapping):
+        return patch
+    out = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge(out.get(key), value)
+    return out
 
 
 def now() -> datetime:

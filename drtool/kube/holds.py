@@ -7,8 +7,9 @@ reconciling against Git while the restore is still writing (argo-cd #8257). So t
 in ``RULES`` held, and records what it changed in the annotation ``HELD`` (JSON: field path -> the
 backup's value), so a release needs nothing but the target cluster and puts back exactly the backup's:
 
-- Jobs, CronJobs, TrainJobs, JobSets, RayJobs, RayClusters: ``spec.suspend: true``; PyTorchJobs:
-  ``spec.runPolicy.suspend: true``; Flux Kustomizations and HelmReleases: ``spec.suspend: true``;
+- Jobs, CronJobs, TrainJobs, JobSets, RayJobs, RayClusters: ``spec.suspend: true`` (a RayJob also
+  ``spec.shutdownAfterJobFinishes: true``, the only form of a suspended RayJob KubeRay accepts: ``ALSO_HELD``);
+  PyTorchJobs: ``spec.runPolicy.suspend: true``; Flux Kustomizations and HelmReleases: ``spec.suspend: true``;
 - Argo CD Applications: ``spec.syncPolicy.automated`` removed (manual sync only);
 - a workload Kueue manages (label ``kueue.x-k8s.io/queue-name``) also loses that label while held: Kueue
   admits a suspended Job and unsuspends it itself, so the label is what keeps Kueue away until the release,
@@ -61,6 +62,13 @@ RULES: dict[tuple[str, str], tuple[str, Any]] = {
     ("argoproj.io", "Application"): AUTOMATED,
 }
 
+# fields set with the rule's while held, because the operator refuses the held form without them: KubeRay marks
+# a suspended RayJob whose cluster outlives its job ``ValidationFailed`` for good (ray-operator v1.5.0,
+# ValidateRayJobSpec; found with the real operator, tests/plugins/test_kuberay_holds.py)
+ALSO_HELD: dict[tuple[str, str], tuple[tuple[str, Any], ...]] = {
+    ("ray.io", "RayJob"): (("spec.shutdownAfterJobFinishes", True),),
+}
+
 
 def rule_for(t: ResourceType) -> tuple[str, Any] | None:
     return RULES.get((t.group, t.kind))
@@ -71,14 +79,15 @@ def hold(record: Obj, t: ResourceType) -> bool:
     objects with an owner, are left as they are)."""
     obj = record["object"]
     rule = rule_for(t)
-    if rule is None or record.get("owners"):
+    if rule is None or record.get("owners") or _selects_a_cluster(obj, t):
         return False
-    path, held_value = rule
+    path = rule[0]
     was: dict[str, Any] = {}
-    current = _get(obj, path)
-    if current != held_value:
-        was[path] = current
-        _set(obj, path, held_value)
+    for field, held_value in (rule, *ALSO_HELD.get((t.group, t.kind), ())):
+        current = _get(obj, field)
+        if current != held_value:
+            was[field] = current
+            _set(obj, field, held_value)
     labels = (obj.get("metadata") or {}).get("labels") or {}
     if KUEUE_QUEUE_LABEL in labels:
         was.pop(path, None)  # Kueue's to resume on admission: a release gives the label back, the rest stays held
@@ -94,6 +103,12 @@ def hold(record: Obj, t: ResourceType) -> bool:
     if not annotations:
         del obj["metadata"]["annotations"]
     return bool(was or done)
+
+
+def _selects_a_cluster(obj: Obj, t: ResourceType) -> bool:
+    """A RayJob in ClusterSelector mode runs on a RayCluster of its own, and KubeRay refuses to suspend it
+    (``ValidationFailed`` for good): it is left as it is, and the RayCluster it selects is held instead."""
+    return (t.group, t.kind) == ("ray.io", "RayJob") and bool((obj.get("spec") or {}).get("clusterSelector"))
 
 
 def completed(record: Obj, t: ResourceType) -> str:

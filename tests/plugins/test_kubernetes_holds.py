@@ -256,10 +256,10 @@ def test_a_gitops_release_reports_what_the_controller_changed(gitops: KubeLab, r
     assert done.is_set()
     details = released.result.details
     assert details["not_reconciled"] == []
-    assert "the GitOps controllers changed 3 thing(s)" in released.result.summary, released.result.summary
+    assert "the GitOps controllers changed 3 thing(s)" in released.result.summary, details
     drift = details["drift"]
     assert drift[0].startswith("ConfigMap dst/added: created by kustomize-controller"), drift
     assert drift[1] == "ConfigMap dst/pruned: deleted", drift
     assert drift[2].startswith(
-        'ConfigMap dst/settings: data.mode: backup "backup", target "git" by kustomize-controller'
+        "ConfigMap dst/settings: data.mode: backup 'backup', target 'git' by kustomize-controller (Update"
     ), drift
