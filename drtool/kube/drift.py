@@ -20,10 +20,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .artifacts import records, types_in
-from .client import ApiError, KubeClient
+from .client import KubeClient
 from .discovery import ResourceType
 from .fields import managers
-from .holds import RELEASE_MANAGER, release_patch
+from .holds import RELEASE_MANAGER, read_key, release_patch
 from .judge import ADDED, DRIFT, judge
 from .objects import comparable_from_live, object_key, target_key
 
@@ -67,11 +67,9 @@ def _read(client: KubeClient, t: ResourceType, keys: set[str]) -> Iterable[Obj]:
                 yield from page.get("items") or []
         return
     for name in sorted(keys):
-        try:
-            yield client.get(t.path(None, name))
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
+        item = read_key(client, t, name)
+        if item is not None:
+            yield item
 
 
 def reconciled(app: Obj, since: datetime) -> bool:
@@ -103,14 +101,8 @@ def wait_reconciled(
     while True:
         left = []
         for t, key in waiting:
-            ns, _, name = key.rpartition("/")
-            try:
-                live = client.get(t.path(ns or None, name))
-            except ApiError as exc:
-                if exc.status != 404:
-                    raise
-                continue  # deleted meanwhile: nothing more to wait for
-            if not reconciled(live, since):
+            live = read_key(client, t, key)
+            if live is not None and not reconciled(live, since):  # one deleted meanwhile: nothing to wait for
                 left.append((t, key))
         waiting = left
         if not waiting or time.monotonic() >= deadline:

@@ -168,12 +168,8 @@ def release(ctx: RestoreContext, client: KubeClient, ns_map: Mapping[str, str], 
             if rec.get("owners"):
                 continue
             key = target_key(rec["object"], t, ns_map)
-            ns, _, name = key.rpartition("/")
-            try:
-                live = client.get(t.path(ns or None, name))
-            except ApiError as exc:
-                if exc.status != 404:
-                    raise
+            live = read_key(client, t, key)
+            if live is None:
                 out["missing"].append(f"{t.kind} {key}")
                 continue
             if COMPLETED in ((live.get("metadata") or {}).get("annotations") or {}):
@@ -184,10 +180,22 @@ def release(ctx: RestoreContext, client: KubeClient, ns_map: Mapping[str, str], 
                 continue
             patch, what = found
             if not dry_run:
+                ns, _, name = key.rpartition("/")
                 params = {"fieldManager": RELEASE_MANAGER}
                 client.request("PATCH", t.path(ns or None, name), params=params, body=dumps(patch), content_type=MERGE)
             out["released"].append(f"{t.kind} {key}: {what}")
     return out
+
+
+def read_key(client: KubeClient, t: ResourceType, key: str) -> Obj | None:
+    """The target's object of type ``t`` at ``namespace/name`` (or ``name``), None when it is not there."""
+    ns, _, name = key.rpartition("/")
+    try:
+        return client.get(t.path(ns or None, name))
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+        return None
 
 
 def still_held(ctx: RestoreContext, client: KubeClient, ns_map: Mapping[str, str]) -> list[str]:

@@ -162,6 +162,18 @@ def gitops(lab_root: Path, request: pytest.FixtureRequest) -> Iterator[KubeLab]:
         kube.lab.down()
 
 
+def _kustomization(custom: Any) -> None:
+    spec = {"interval": "5m", "path": "./apps", "prune": True, "sourceRef": {"kind": "GitRepository", "name": "p"}}
+    body = {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization", "metadata": {"name": "apps"}}
+    custom.create_namespaced_custom_object(*FLUX, "src", "kustomizations", {**body, "spec": spec})
+
+
+def _backup_src(kube: KubeLab, repo: Repository) -> Any:
+    with BackupSession(repo) as session:
+        assert session.run_plugin(plugin, {"kubeconfig": kube.kubeconfig, "include_namespaces": ["src"]}).status == "ok"
+        return session.commit()
+
+
 def test_gitops_apps_are_restored_held_and_released_after_verify(gitops: KubeLab, repo: Repository) -> None:
     with gitops.api_client() as api:
         core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
@@ -172,20 +184,8 @@ def test_gitops_apps_are_restored_held_and_released_after_verify(gitops: KubeLab
                 "syncPolicy": {"automated": AUTOMATED}}  # fmt: skip
         custom.create_namespaced_custom_object(*ARGO, "src", "applications", {"apiVersion": "argoproj.io/v1alpha1",
             "kind": "Application", "metadata": {"name": "platform"}, "spec": spec})  # fmt: skip
-        flux = {
-            "interval": "5m",
-            "path": "./apps",
-            "prune": True,
-            "sourceRef": {"kind": "GitRepository", "name": "platform"},
-        }
-        custom.create_namespaced_custom_object(*FLUX, "src", "kustomizations", {
-            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization", "metadata": {"name": "apps"},
-            "spec": flux})  # fmt: skip
-    with BackupSession(repo) as session:
-        assert (
-            session.run_plugin(plugin, {"kubeconfig": gitops.kubeconfig, "include_namespaces": ["src"]}).status == "ok"
-        )
-        manifest = session.commit()
+        _kustomization(custom)
+    manifest = _backup_src(gitops, repo)
     target, options = {"kubeconfig": gitops.kubeconfig}, {"transforms": {"namespaces": {"src": "dst"}}, "settle": 2}
     restored = run_restore(repo, manifest, plugin, target, options=options)
     assert restored.verified, [(c.name, c.detail) for c in restored.checks if not c.ok]
@@ -237,15 +237,8 @@ def test_a_gitops_release_reports_what_the_controller_changed(gitops: KubeLab, r
         core.create_namespace({"metadata": {"name": "src"}})
         for name in ("settings", "pruned", "kept"):
             core.create_namespaced_config_map("src", {"metadata": {"name": name}, "data": {"mode": "backup"}})
-        spec = {"interval": "5m", "path": "./apps", "prune": True, "sourceRef": {"kind": "GitRepository", "name": "p"}}
-        custom.create_namespaced_custom_object(*FLUX, "src", "kustomizations", {
-            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization", "metadata": {"name": "apps"},
-            "spec": spec})  # fmt: skip
-    with BackupSession(repo) as session:
-        assert (
-            session.run_plugin(plugin, {"kubeconfig": gitops.kubeconfig, "include_namespaces": ["src"]}).status == "ok"
-        )
-        manifest = session.commit()
+        _kustomization(custom)
+    manifest = _backup_src(gitops, repo)
     target, options = {"kubeconfig": gitops.kubeconfig}, {"transforms": {"namespaces": {"src": "dst"}}, "settle": 2}
     assert run_restore(repo, manifest, plugin, target, options=options).verified
     done = threading.Event()
