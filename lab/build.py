@@ -4,8 +4,8 @@ The lab runs real upstream servers rather than fakes, and many of them ship only
 build: ``go install module@version`` when the module installs cleanly on its own (MinIO, and the Helm CLI
 of the helm plugin), and ``go build`` in a checked-in build module under ``gomod/`` when it does not
 (``drtool_lab.gomods``: kube-apiserver, kube-controller-manager, kube-scheduler, kwok, the registry,
-cert-manager's controllers, Kueue). Either way the binary lands in ``$DRTOOL_CACHE/bin/<name>-<version>``
-(``drtool_lab.bincache``) and later runs reuse it.
+cert-manager's controllers, Kueue, Velero, and the opt-in KubeRay operator). Either way the binary lands in
+``$DRTOOL_CACHE/bin/<name>-<version>`` (``drtool_lab.bincache``) and later runs reuse it.
 
 CI warms the cache with ``python -m drtool_lab.build NAME...`` (prints the binaries' paths).
 """
@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from drtool_lab.bincache import binary_path, cache_dir, cached_binary
-from drtool_lab.gomods import BINARIES, KUBE_RELEASES, KUBE_VERSION, lab_binaries, lab_binary, versioned
+from drtool_lab.gomods import BINARIES, KUBE_RELEASES, KUBE_VERSION, LAB_BINARIES, lab_binaries, lab_binary, versioned
 from drtool_lab.gorun import run_go
 
 from drtool.environ import child_env
@@ -69,7 +69,7 @@ def _install(module: str, version: str, target: Path) -> None:
 # what `python -m drtool_lab.build NAME...` builds or locates: `lab` is every server the tests start
 BUILDERS: dict[str, Callable[[], object]] = {
     "minio": minio_binary,
-    "lab": lambda: "\n".join(str(p) for p in lab_binaries(BINARIES).values()),
+    "lab": lambda: "\n".join(str(p) for p in lab_binaries(LAB_BINARIES).values()),
     **{name: (lambda name=name: lab_binary(name)) for name in BINARIES},  # type: ignore[misc]
     # kube-apiserver of the other Kubernetes releases (the cross-version restore tests)
     **{f"kube-apiserver@{v}": (lambda v=v: kube_apiserver_binary(v)) for v in KUBE_RELEASES},  # type: ignore[misc]

@@ -5,7 +5,9 @@ and kube-scheduler (``k8s.io/kubernetes``, with the replace list only a main mod
 OCI registry and cert-manager's controllers, all against one set of ``k8s.io/*`` v0.37 modules, so their
 shared dependencies compile once; ``gomod/kueue`` builds Kueue, whose job integrations do not compile
 against ``k8s.io/api`` v0.37; ``gomod/velero`` builds Velero and its AWS object-store plugin, because
-Velero's replace of kopia (with its fork) only takes effect in a main module. Each module's
+Velero's replace of kopia (with its fork) only takes effect in a main module; ``gomod/kuberay`` builds
+KubeRay's operator against its own ``k8s.io/*`` v0.34 set. KubeRay is opt-in (``opt_in``: `drtool lab up
+--with kuberay`), so ``python -m drtool_lab.build lab`` and ordinary living labs do not build it. Each module's
 ``go.mod``/``go.sum`` is the pin: a binary's version is the version its upstream module has there, and its
 cache name also carries a hash of ``go.sum``, so any change to the pin builds anew. The missing binaries asked
 for at once are built by one ``go build`` per module (parallel compile and links, one progress report), under
@@ -49,6 +51,7 @@ class LabBinary:
     package: str  # import path of its main package
     upstream: str  # the module whose version it reports
     gomod: str  # its build module: a folder of GOMOD
+    opt_in: bool = False  # built only when a lab asks for it, not with every lab (``LAB_BINARIES``)
 
     @property
     def version(self) -> str:
@@ -67,6 +70,7 @@ class LabBinary:
 _KUBE = "k8s.io/kubernetes"
 _VELERO = "github.com/vmware-tanzu/velero"
 _VELERO_AWS = "github.com/vmware-tanzu/velero-plugin-for-aws"
+_KUBERAY = "github.com/ray-project/kuberay/ray-operator"
 BINARIES: dict[str, LabBinary] = {
     b.name: b
     for b in (
@@ -83,8 +87,11 @@ BINARIES: dict[str, LabBinary] = {
         LabBinary("kueue", "sigs.k8s.io/kueue/cmd/kueue", "sigs.k8s.io/kueue", "kueue"),
         LabBinary("velero", f"{_VELERO}/cmd/velero", _VELERO, "velero"),
         LabBinary("velero-plugin-for-aws", f"{_VELERO_AWS}/velero-plugin-for-aws", _VELERO_AWS, "velero"),
+        LabBinary("ray-operator", _KUBERAY, _KUBERAY, "kuberay", opt_in=True),
     )
 }
+# what `python -m drtool_lab.build lab` builds: every binary but the opt-in operators
+LAB_BINARIES: tuple[str, ...] = tuple(name for name, b in BINARIES.items() if not b.opt_in)
 
 
 @functools.cache
@@ -161,8 +168,9 @@ def _ldflags(gomod: str) -> str:
     elif gomod == "velero":  # what Velero's hack/build.sh sets; the AWS plugin stamps no version
         flags.append(f"-X {_VELERO}/pkg/buildinfo.Version={required_version(gomod, _VELERO)}")
         flags.append(f"-X {_VELERO}/pkg/buildinfo.GitTreeState=clean")
-    else:
+    elif gomod == "kueue":
         flags.append(f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={required_version(gomod, 'sigs.k8s.io/kueue')}")
+    # KubeRay's version is a constant in its source: nothing to stamp
     return " ".join(flags)
 
 

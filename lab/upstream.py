@@ -112,6 +112,14 @@ MODULES: dict[str, Upstream] = {
         "h1:9uwN5yxTWQl9PsF5ljX4xiG+7VIq3I9mxOQ0DyyZ31A=",
         ("config/crd/v1/bases/*.yaml",),
     ),
+    # KubeRay's operator: an opt-in lab component (`--with kuberay`), so the seed does not install its CRDs
+    "kuberay": Upstream(
+        "github.com/ray-project/kuberay/ray-operator",
+        "v1.5.0",
+        "h1:KCjCQ7PSsvs9Ke+90CZbbs498nuaIJ/JkXk4vd54EVg=",
+        ("config/crd/bases/*.yaml",),
+        seeded=False,
+    ),
     # GitOps controllers, for the holds' tests only (their modules need Go 1.27: no controller is built here)
     "argo-cd": Upstream(
         "github.com/argoproj/argo-cd/v3",

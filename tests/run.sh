@@ -48,6 +48,10 @@ python -m drtool_lab.build lab >/dev/null
 # kube-apiserver only; v1.38 fetches Go 1.27.3 once): about 8 CPU-minutes each cold, so ~10 min on an idle
 # 2-core machine (docs/lab-builds.md, "Other Kubernetes releases"); nothing warm
 python -m drtool_lab.build kube-apiserver@v1.35.4 kube-apiserver@v1.38.0-beta.0 >/dev/null
+# KubeRay's operator (opt-in lab component, not in `lab`) for tests/plugins/test_kuberay_holds.py: its own module
+# (k8s.io/* v0.34), 134 s user + 32 s system CPU with this machine's Go caches, so 1.5-3 min on an idle 2-core
+# machine cold (docs/lab-builds.md, "KubeRay")
+python -m drtool_lab.build ray-operator >/dev/null
 python -c "from drtool_lab.plugins.helm import helm_cli; helm_cli()" >/dev/null  # Helm CLI for test_helm: ~3 min cold
 if [ "$(id -u)" = 0 ]; then  # test_image (root only): Debian base + pinned wheels, ~1.5 min cold
   python -m tests.fixtures.image >/dev/null

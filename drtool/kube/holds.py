@@ -7,14 +7,17 @@ reconciling against Git while the restore is still writing (argo-cd #8257). So t
 in ``RULES`` held, and records what it changed in the annotation ``HELD`` (JSON: field path -> the
 backup's value), so a release needs nothing but the target cluster and puts back exactly the backup's:
 
-- Jobs, CronJobs, TrainJobs, JobSets, RayJobs, RayClusters: ``spec.suspend: true``; PyTorchJobs:
-  ``spec.runPolicy.suspend: true``; Flux Kustomizations and HelmReleases: ``spec.suspend: true``;
+- Jobs, CronJobs, TrainJobs, JobSets, RayJobs, RayClusters: ``spec.suspend: true`` (a RayJob also
+  ``spec.shutdownAfterJobFinishes: true``, the only form of a suspended RayJob KubeRay accepts: ``ALSO_HELD``);
+  PyTorchJobs: ``spec.runPolicy.suspend: true``; Flux Kustomizations and HelmReleases: ``spec.suspend: true``;
 - Argo CD Applications: ``spec.syncPolicy.automated`` removed (manual sync only);
 - a workload Kueue manages (label ``kueue.x-k8s.io/queue-name``) also loses that label while held: Kueue
   admits a suspended Job and unsuspends it itself, so the label is what keeps Kueue away until the release,
   which gives the label back and leaves the workload suspended for Kueue to admit and resume;
 - an object owned by another restored object (a JobSet's Jobs, a TrainJob's JobSet) is left to its owner:
-  holding the owner holds it, and releasing it is the owner controller's job;
+  holding the owner holds it, and releasing it is the owner controller's job; a RayJob's RayCluster is not
+  restored at all (``drtool.kube.skips``): the RayJob names a new cluster when it runs, so KubeRay would run
+  the old one beside it, unheld;
 - a Job that had completed in the source (condition ``Complete``) is restored as a record: held like the
   others, marked ``COMPLETED`` with its completion time, and never released (it does not run again).
 
@@ -59,6 +62,13 @@ RULES: dict[tuple[str, str], tuple[str, Any]] = {
     ("argoproj.io", "Application"): AUTOMATED,
 }
 
+# fields set with the rule's while held, because the operator refuses the held form without them: KubeRay marks
+# a suspended RayJob whose cluster outlives its job ``ValidationFailed`` for good (ray-operator v1.5.0,
+# ValidateRayJobSpec; found with the real operator, tests/plugins/test_kuberay_holds.py)
+ALSO_HELD: dict[tuple[str, str], tuple[tuple[str, Any], ...]] = {
+    ("ray.io", "RayJob"): (("spec.shutdownAfterJobFinishes", True),),
+}
+
 
 # a warm standby (drtool.kube.standby) also holds what serves: it must not run the primary's services twice
 STANDBY_RULES: dict[tuple[str, str], tuple[str, Any]] = {
@@ -77,14 +87,15 @@ def hold(record: Obj, t: ResourceType, rules: Mapping[tuple[str, str], tuple[str
     objects with an owner, are left as they are)."""
     obj = record["object"]
     rule = rule_for(t, rules)
-    if rule is None or record.get("owners"):
+    if rule is None or record.get("owners") or _selects_a_cluster(obj, t):
         return False
-    path, held_value = rule
+    path = rule[0]
     was: dict[str, Any] = {}
-    current = _get(obj, path)
-    if current != held_value:
-        was[path] = current
-        _set(obj, path, held_value)
+    for field, held_value in (rule, *ALSO_HELD.get((t.group, t.kind), ())):
+        current = _get(obj, field)
+        if current != held_value:
+            was[field] = current
+            _set(obj, field, held_value)
     labels = (obj.get("metadata") or {}).get("labels") or {}
     if KUEUE_QUEUE_LABEL in labels:
         was.pop(path, None)  # Kueue's to resume on admission: a release gives the label back, the rest stays held
@@ -100,6 +111,12 @@ def hold(record: Obj, t: ResourceType, rules: Mapping[tuple[str, str], tuple[str
     if not annotations:
         del obj["metadata"]["annotations"]
     return bool(was or done)
+
+
+def _selects_a_cluster(obj: Obj, t: ResourceType) -> bool:
+    """A RayJob in ClusterSelector mode runs on a RayCluster of its own, and KubeRay refuses to suspend it
+    (``ValidationFailed`` for good): it is left as it is, and the RayCluster it selects is held instead."""
+    return (t.group, t.kind) == ("ray.io", "RayJob") and bool((obj.get("spec") or {}).get("clusterSelector"))
 
 
 def completed(record: Obj, t: ResourceType) -> str:
@@ -159,12 +176,8 @@ def release(ctx: RestoreContext, client: KubeClient, ns_map: Mapping[str, str], 
             if rec.get("owners"):
                 continue
             key = target_key(rec["object"], t, ns_map)
-            ns, _, name = key.rpartition("/")
-            try:
-                live = client.get(t.path(ns or None, name))
-            except ApiError as exc:
-                if exc.status != 404:
-                    raise
+            live = read_key(client, t, key)
+            if live is None:
                 out["missing"].append(f"{t.kind} {key}")
                 continue
             if COMPLETED in ((live.get("metadata") or {}).get("annotations") or {}):
@@ -175,10 +188,22 @@ def release(ctx: RestoreContext, client: KubeClient, ns_map: Mapping[str, str], 
                 continue
             patch, what = found
             if not dry_run:
+                ns, _, name = key.rpartition("/")
                 params = {"fieldManager": RELEASE_MANAGER}
                 client.request("PATCH", t.path(ns or None, name), params=params, body=dumps(patch), content_type=MERGE)
             out["released"].append(f"{t.kind} {key}: {what}")
     return out
+
+
+def read_key(client: KubeClient, t: ResourceType, key: str) -> Obj | None:
+    """The target's object of type ``t`` at ``namespace/name`` (or ``name``), None when it is not there."""
+    ns, _, name = key.rpartition("/")
+    try:
+        return client.get(t.path(ns or None, name))
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+        return None
 
 
 def still_held(ctx: RestoreContext, client: KubeClient, ns_map: Mapping[str, str]) -> list[str]:

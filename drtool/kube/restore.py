@@ -26,6 +26,7 @@ from typing import Any
 from drtool.errors import SourceError, UsageError
 from drtool.plugin.contract import RestoreContext, RestoreResult
 
+from . import drift
 from .apply import DEFER, Applier, Existing, Owners
 from .artifacts import CRDS, records, scan, types_in
 from .client import ApiError, KubeClient
@@ -267,7 +268,12 @@ def _result(run: _Restore, seconds: float) -> RestoreResult:
 
 
 def _release(ctx: RestoreContext, client: KubeClient, opts: RestoreOptions) -> RestoreResult:
-    """A release step (``release: true``): what a restore of this backup held, put back to the backup's values."""
+    """A release step (``release: true``): what a restore of this backup held, put back to the backup's values;
+    with ``drift``, what the released GitOps apps then changed (``drift``)."""
+    scope = drift.scope_of(ctx, opts.namespace_map) if opts.drift > 0 and not opts.dry_run else {}
+    apps = [(t, key) for t, keys in scope.items() if drift.is_gitops(t) for key in sorted(keys)]
+    before = drift.Snapshot(client, scope) if apps else None
+    since = drift.now()
     out = release(ctx, client, opts.namespace_map, opts.dry_run)
     would = "would release" if opts.dry_run else "released"
     summary = f"{would} {len(out['released'])} held object(s) in {client.server}"
@@ -275,4 +281,10 @@ def _release(ctx: RestoreContext, client: KubeClient, opts: RestoreOptions) -> R
         summary += f"; {len(out['records'])} completed Job(s) kept as records, not re-run"
     if out["missing"]:
         summary += f"; {len(out['missing'])} not in the target"
+    if before is not None:
+        out["not_reconciled"] = drift.wait_reconciled(client, apps, since, opts.drift)
+        out["drift"] = drift.changes(before, drift.Snapshot(client, scope))
+        summary += f"; after reconciling, the GitOps controllers changed {len(out['drift'])} thing(s)"
+        if out["not_reconciled"]:
+            summary += f" ({len(out['not_reconciled'])} app(s) not reconciled within {opts.drift:g}s)"
     return RestoreResult(changed=bool(out["released"]) and not opts.dry_run, summary=summary, details=out)

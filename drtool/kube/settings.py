@@ -150,6 +150,7 @@ class RestoreOptions:
     transforms: Transforms = dataclasses.field(default_factory=Transforms)
     hold: bool = True  # Jobs, AI workloads and GitOps controllers restored held (drtool.kube.holds)
     release: bool = False  # this step releases what a restore held, and restores nothing
+    drift: float = 0.0  # a release: wait up to this long for released GitOps apps to reconcile, report changes
 
     @classmethod
     def parse(cls, target: Mapping[str, Any], options: Mapping[str, Any]) -> RestoreOptions:
@@ -177,6 +178,7 @@ class RestoreOptions:
             transforms=transforms,
             hold=as_bool(merged.get("hold"), True),
             release=as_bool(merged.get("release"), False),
+            drift=max(0.0, as_number(merged.get("drift"), 0.0, "drift")),
         )
 
 

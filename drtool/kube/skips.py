@@ -78,6 +78,16 @@ def _workload(obj: Obj) -> str | None:
     return None
 
 
+def _kuberay_made(obj: Obj) -> str | None:
+    """What KubeRay made for a Ray object (a RayJob's RayCluster and submitter Job, a RayCluster's head Service
+    and pods), of any type. A RayJob names a new cluster when it runs: a restored copy of the old one would run
+    beside it, unheld, the moment KubeRay saw it (tests/plugins/test_kuberay_holds.py, the real operator)."""
+    refs = _meta(obj).get("ownerReferences") or []
+    if any(r.get("controller") and str(r.get("apiVersion", "")).startswith("ray.io/") for r in refs):
+        return "made by KubeRay for its Ray object, which makes it again when it runs"
+    return None
+
+
 def _issuance(obj: Obj) -> str:
     """cert-manager's backup guide leaves these one-shot requests out: restored, each would be run again."""
     if controlled(obj):
@@ -181,8 +191,8 @@ OBJECT_RULES: dict[str, Callable[[Obj], str | None]] = {
 }
 
 
-def object_rule(key: str, selector_services: Collection[str] | None = None) -> Callable[[Obj], str | None] | None:
-    """The per-object skip rule for one type (``key`` is resource.group), if it has one.
+def object_rule(key: str, selector_services: Collection[str] | None = None) -> Callable[[Obj], str | None]:
+    """The per-object skip rule for one type (``key`` is resource.group): its own, and what KubeRay made.
 
     Endpoints need to know which Services have selectors (their Endpoints are derived): the caller lists
     Services first and passes their ``namespace/name`` keys.
@@ -196,5 +206,12 @@ def object_rule(key: str, selector_services: Collection[str] | None = None) -> C
                 return "derived from a Service selector by the endpoints controller"
             return _apiserver_service(obj)
 
-        return _endpoints
-    return OBJECT_RULES.get(key)
+        return _either(_endpoints)
+    return _either(OBJECT_RULES.get(key))
+
+
+def _either(rule: Callable[[Obj], str | None] | None) -> Callable[[Obj], str | None]:
+    """A type's own rule, then the rule every type has (what KubeRay made)."""
+    if rule is None:
+        return _kuberay_made
+    return lambda obj: rule(obj) or _kuberay_made(obj)

@@ -63,6 +63,7 @@ def validate(loaded: LoadedPlan, installed: Collection[str]) -> LoadedPlan:
                 )
     plugins = installed if isinstance(installed, Mapping) else {}  # names only: no settings to check against
     problems += settings_problems(loaded, plugins) + check_type_problems(loaded, plugins)
+    problems += transforms_problems(loaded, plugins)
     cycle = find_cycle(plan.steps)
     if cycle and len(cycle) > 2:  # a step needing itself is reported above
         problems.append(
@@ -149,6 +150,20 @@ def check_type_problems(loaded: LoadedPlan, plugins: Mapping[str, Any]) -> list[
             line = loaded.line_of("checks", i, problem.key)
             found.append(Problem(line, f"checks[{i}] ({check.id}): {problem.message}"))
     return found
+
+
+def transforms_problems(loaded: LoadedPlan, plugins: Mapping[str, Any]) -> list[Problem]:
+    """A warning when the plan has ``transforms:`` but none of its steps' plugins takes them: the rewrites
+    would be silently ignored (an author who moves a GPU pool expects the move to happen)."""
+    plan = loaded.plan
+    assert plan is not None
+    if not plan.transforms.options() or not plugins:  # names only: what takes transforms is unknown
+        return []
+    takers = sorted(name for name, plugin in plugins.items() if getattr(plugin, "takes_transforms", False))
+    if any(step.uses in takers for step in plan.steps):
+        return []
+    hint = f"add a step using {' or '.join(takers) or 'a plugin that takes transforms'}, or remove `transforms:`"
+    return [Problem(loaded.line_of("transforms"), "the plan has `transforms:` but no step takes them", hint, "warning")]
 
 
 def _describe_hint(plugin: str) -> str:

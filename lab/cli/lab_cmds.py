@@ -9,7 +9,7 @@ import typer
 from drtool_lab.components import KINDS
 from drtool_lab.components.kube_apiserver import KubeApiserver
 from drtool_lab.gomods import KUBE_RELEASES, KUBE_VERSION
-from drtool_lab.lab import BARE_KINDS, LIVING_KINDS, Lab
+from drtool_lab.lab import BARE_KINDS, LIVING_KINDS, OPT_IN_KINDS, Lab
 from rich.table import Table
 
 from drtool.cli.state import console
@@ -23,7 +23,11 @@ def up(
     name: Annotated[str, typer.Option("--name", help="Lab name.")] = "source",
     with_: Annotated[
         list[str] | None,
-        typer.Option("--with", help=f"Components ({', '.join(KINDS)}); default {' + '.join(LIVING_KINDS)}."),
+        typer.Option(
+            "--with",
+            help=f"Components ({', '.join(KINDS)}); default {' + '.join(LIVING_KINDS)}. "
+            f"Opt-in operators alone ({', '.join(OPT_IN_KINDS)}) are added to the default.",
+        ),
     ] = None,
     bare: Annotated[
         bool, typer.Option("--bare", help=f"Only {' + '.join(BARE_KINDS)}: objects are stored, nothing runs.")
@@ -47,6 +51,8 @@ def up(
             f"`drtool lab down {name}` first, or choose another --name",
         )
     living = LIVING_KINDS if lab.kubernetes == KUBE_VERSION else BARE_KINDS
+    if with_ and set(with_) <= set(OPT_IN_KINDS):
+        with_ = [*living, *with_]
     lab.up(with_ or (BARE_KINDS if bare else living))
     console.print(f"lab {name} is up")
     _print_components(lab)

@@ -8,6 +8,7 @@ from drtool_lab.components.git_server import GitServer
 from drtool_lab.components.kube_apiserver import KubeApiserver
 from drtool_lab.components.kube_controller_manager import KubeControllerManager
 from drtool_lab.components.kube_scheduler import KubeScheduler
+from drtool_lab.components.kuberay import KubeRayOperator
 from drtool_lab.components.kueue import KueueController
 from drtool_lab.components.kwok import KwokController
 from drtool_lab.components.lab_node import LabNodeController
@@ -28,6 +29,7 @@ KINDS: dict[str, type[Component]] = {
     KubeApiserver.kind: KubeApiserver,
     KubeControllerManager.kind: KubeControllerManager,
     KubeScheduler.kind: KubeScheduler,
+    KubeRayOperator.kind: KubeRayOperator,
     KueueController.kind: KueueController,
     KwokController.kind: KwokController,
     LabNodeController.kind: LabNodeController,

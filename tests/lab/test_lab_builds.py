@@ -12,13 +12,13 @@ import pytest
 from drtool_lab import gomods, gorun, kube_seed, upstream
 from drtool_lab.cluster import cluster_kinds
 from drtool_lab.components.kwok import node_pools, nodes
-from drtool_lab.lab import BARE_KINDS, Lab
+from drtool_lab.lab import BARE_KINDS, LIVING_KINDS, OPT_IN_KINDS, Lab
 
 from drtool.errors import SourceError, UsageError
 
 
 def test_crd_pins_are_the_versions_the_controllers_are_built_from() -> None:
-    built = {"kueue": "kueue", "kwok": "lab", "cert-manager": "lab", "velero": "velero"}
+    built = {"kueue": "kueue", "kwok": "lab", "cert-manager": "lab", "velero": "velero", "kuberay": "kuberay"}
     for key, gomod in built.items():
         pin = upstream.MODULES[key]
         assert gomods.required_version(gomod, pin.module) == pin.version, key
@@ -29,6 +29,13 @@ def test_crd_pins_are_the_versions_the_controllers_are_built_from() -> None:
     for key in ("jobset", "lws", "trainer", "training-operator"):
         pin = upstream.MODULES[key]
         assert gomods.required_version("kueue", pin.module) == pin.version, key
+
+
+def test_opt_in_operators_are_not_built_with_every_lab() -> None:
+    """KubeRay is built when a lab asks for it (`--with kuberay`), not by `python -m drtool_lab.build lab`."""
+    assert gomods.BINARIES["ray-operator"].version == "v1.5.0" and gomods.BINARIES["ray-operator"].opt_in
+    assert "ray-operator" not in gomods.LAB_BINARIES and "kueue" in gomods.LAB_BINARIES
+    assert "kuberay" in OPT_IN_KINDS and "kuberay" not in LIVING_KINDS
 
 
 def test_binaries_are_cached_by_version_and_pin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

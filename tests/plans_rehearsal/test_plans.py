@@ -99,6 +99,17 @@ def test_optional_unknown_plugins_and_unset_variables_are_warnings(tmp_path: Pat
     assert (5, "warning") in [(ln, sev) for ln, sev, text in found if "${NOPE_KUBECONFIG} is not set" in text]
 
 
+def test_transforms_with_no_step_that_takes_them_is_a_warning(tmp_path: Path) -> None:
+    body = "transforms:\n  storage-classes: {standard: fast}\nsteps:\n  - {id: a, uses: etcd}\n"
+    found = problems(write(tmp_path, HEAD + body))
+    assert found == [
+        (5, "warning", "the plan has `transforms:` but no step takes them | add a step using kubernetes or kueue, "
+         "or remove `transforms:`")
+    ]  # fmt: skip
+    taken = body.replace("uses: etcd}", "uses: etcd}\n  - {id: b, uses: kubernetes}")
+    assert problems(write(tmp_path, HEAD + taken)) == []
+
+
 def test_variables_from_values_file_then_environment_with_defaults_and_types(tmp_path: Path) -> None:
     body = "parallelism: ${PAR:-2}\ntarget:\n  etcd: {data_dir: '${DIR}/x', start: '${START:-false}'}\n"
     body += "objectives: {rto: '${RTO:-5m}'}\nsteps:\n  - {id: a, uses: etcd}\n"

@@ -11,6 +11,7 @@ on kwok's nodes to completion, while the completed Job stays a record and never 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -161,6 +162,18 @@ def gitops(lab_root: Path, request: pytest.FixtureRequest) -> Iterator[KubeLab]:
         kube.lab.down()
 
 
+def _kustomization(custom: Any) -> None:
+    spec = {"interval": "5m", "path": "./apps", "prune": True, "sourceRef": {"kind": "GitRepository", "name": "p"}}
+    body = {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization", "metadata": {"name": "apps"}}
+    custom.create_namespaced_custom_object(*FLUX, "src", "kustomizations", {**body, "spec": spec})
+
+
+def _backup_src(kube: KubeLab, repo: Repository) -> Any:
+    with BackupSession(repo) as session:
+        assert session.run_plugin(plugin, {"kubeconfig": kube.kubeconfig, "include_namespaces": ["src"]}).status == "ok"
+        return session.commit()
+
+
 def test_gitops_apps_are_restored_held_and_released_after_verify(gitops: KubeLab, repo: Repository) -> None:
     with gitops.api_client() as api:
         core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
@@ -171,20 +184,8 @@ def test_gitops_apps_are_restored_held_and_released_after_verify(gitops: KubeLab
                 "syncPolicy": {"automated": AUTOMATED}}  # fmt: skip
         custom.create_namespaced_custom_object(*ARGO, "src", "applications", {"apiVersion": "argoproj.io/v1alpha1",
             "kind": "Application", "metadata": {"name": "platform"}, "spec": spec})  # fmt: skip
-        flux = {
-            "interval": "5m",
-            "path": "./apps",
-            "prune": True,
-            "sourceRef": {"kind": "GitRepository", "name": "platform"},
-        }
-        custom.create_namespaced_custom_object(*FLUX, "src", "kustomizations", {
-            "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization", "metadata": {"name": "apps"},
-            "spec": flux})  # fmt: skip
-    with BackupSession(repo) as session:
-        assert (
-            session.run_plugin(plugin, {"kubeconfig": gitops.kubeconfig, "include_namespaces": ["src"]}).status == "ok"
-        )
-        manifest = session.commit()
+        _kustomization(custom)
+    manifest = _backup_src(gitops, repo)
     target, options = {"kubeconfig": gitops.kubeconfig}, {"transforms": {"namespaces": {"src": "dst"}}, "settle": 2}
     restored = run_restore(repo, manifest, plugin, target, options=options)
     assert restored.verified, [(c.name, c.detail) for c in restored.checks if not c.ok]
@@ -208,3 +209,50 @@ def test_gitops_apps_are_restored_held_and_released_after_verify(gitops: KubeLab
         assert not kustomization["spec"].get("suspend")
     again = run_restore(repo, manifest, plugin, target, options={**options, "release": True})
     assert again.result.summary.startswith("released 0 held object(s)")  # a release is idempotent
+
+
+def _flux_like_controller(gitops: KubeLab, done: threading.Event) -> None:
+    """What kustomize-controller does once a Kustomization may sync (its controller is not run here, see the
+    fixture): apply Git's ConfigMaps (one changed, one new), prune one Git no longer has, then report Ready for
+    the Kustomization's new generation. Waits for the release to unsuspend it first."""
+    with gitops.api_client() as api:
+        core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        read = lambda: custom.get_namespaced_custom_object(*FLUX, "dst", "kustomizations", "apps")  # noqa: E731
+        kustomization = wait_for(lambda: (k := read())["spec"].get("suspend") is not True and k, "the release")
+        manager = {"field_manager": "kustomize-controller"}
+        core.patch_namespaced_config_map("settings", "dst", {"data": {"mode": "git"}}, **manager)
+        core.create_namespaced_config_map("dst", {"metadata": {"name": "added"}, "data": {"k": "v"}}, **manager)
+        core.delete_namespaced_config_map("pruned", "dst")
+        ready = {"type": "Ready", "status": "True", "reason": "ReconciliationSucceeded", "message": "applied",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z"}  # fmt: skip
+        status = {"status": {"observedGeneration": kustomization["metadata"]["generation"], "conditions": [ready]}}
+        custom.patch_namespaced_custom_object_status(*FLUX, "dst", "kustomizations", "apps", status, **manager)
+    done.set()
+
+
+def test_a_gitops_release_reports_what_the_controller_changed(gitops: KubeLab, repo: Repository) -> None:
+    """The drift report against Flux's Kustomization CRD, with the controller's changes made by the test."""
+    with gitops.api_client() as api:
+        core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        core.create_namespace({"metadata": {"name": "src"}})
+        for name in ("settings", "pruned", "kept"):
+            core.create_namespaced_config_map("src", {"metadata": {"name": name}, "data": {"mode": "backup"}})
+        _kustomization(custom)
+    manifest = _backup_src(gitops, repo)
+    target, options = {"kubeconfig": gitops.kubeconfig}, {"transforms": {"namespaces": {"src": "dst"}}, "settle": 2}
+    assert run_restore(repo, manifest, plugin, target, options=options).verified
+    done = threading.Event()
+    controller = threading.Thread(target=_flux_like_controller, args=(gitops, done), daemon=True)
+    controller.start()
+    released = run_restore(repo, manifest, plugin, target, options={**options, "release": True, "drift": 60})
+    controller.join(timeout=60)
+    assert done.is_set()
+    details = released.result.details
+    assert details["not_reconciled"] == []
+    assert "the GitOps controllers changed 3 thing(s)" in released.result.summary, details
+    drift = details["drift"]
+    assert drift[0].startswith("ConfigMap dst/added: created by kustomize-controller"), drift
+    assert drift[1] == "ConfigMap dst/pruned: deleted", drift
+    assert drift[2].startswith(
+        "ConfigMap dst/settings: data.mode: backup 'backup', target 'git' by kustomize-controller (Update"
+    ), drift

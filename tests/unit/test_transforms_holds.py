@@ -19,6 +19,7 @@ FLAVOR = ResourceType("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceF
 JOB = ResourceType("batch", "v1", "jobs", "Job", namespaced=True)
 TRAINJOB = ResourceType("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", namespaced=True, crd=True)
 APP = ResourceType("argoproj.io", "v1alpha1", "applications", "Application", namespaced=True, crd=True)
+RAYJOB = ResourceType("ray.io", "v1", "rayjobs", "RayJob", namespaced=True, crd=True)
 H100 = "cloud.google.com/gke-accelerator=nvidia-h100-80gb"
 A100 = "cloud.google.com/gke-accelerator=nvidia-a100-80gb"
 GPU_MAP = {"node-labels": {H100: A100}}
@@ -141,3 +142,16 @@ def test_owned_objects_follow_their_owner_and_argo_sync_is_held() -> None:
     assert json.loads(app["object"]["metadata"]["annotations"][HELD]) == {"spec.syncPolicy.automated": automated}
     patch, _ = release_patch(app["object"])  # type: ignore[misc]
     assert patch["spec"]["syncPolicy"]["automated"] == automated
+
+
+def test_a_rayjob_is_held_in_the_form_kuberay_accepts() -> None:
+    """KubeRay marks a suspended RayJob whose cluster outlives its job ValidationFailed for good: held, its cluster
+    is shut down with the job, and the release puts the backup's choice back."""
+    record = {"object": {"metadata": {"name": "etl", "namespace": "ml"}, "spec": {"entrypoint": "python x.py"}}}
+    assert hold(record, RAYJOB)
+    assert record["object"]["spec"] == {"entrypoint": "python x.py", "suspend": True, "shutdownAfterJobFinishes": True}
+    patch, what = release_patch(record["object"])  # type: ignore[misc]
+    assert patch["spec"] == {"suspend": None, "shutdownAfterJobFinishes": None}
+    assert what == "spec.shutdownAfterJobFinishes=null, spec.suspend=null"
+    selector = {"object": {"metadata": {"name": "q"}, "spec": {"clusterSelector": {"ray.io/cluster": "shared"}}}}
+    assert not hold(selector, RAYJOB) and "suspend" not in selector["object"]["spec"]  # its RayCluster is held

@@ -41,6 +41,9 @@ class KubeRestoreMapped(KubeRestore):
     namespace_map: StrMap | None = Field(None, description="old=new[,old2=new2] or a mapping")
     hold: Flag = Field(None, description="restore Jobs, AI workloads and GitOps apps held (default true)")
     release: Flag = Field(None, description="release what a restore held; restores nothing")
+    drift: float | None = Field(
+        None, ge=0, description="release: seconds to wait for released GitOps apps to reconcile, then list changes"
+    )
 
 
 class RegistrySource(PluginSettings):
