@@ -77,10 +77,10 @@ BINARIES: dict[str, LabBinary] = {
         *(LabBinary(n, f"{_KUBE}/cmd/{n}", _KUBE, "lab") for n in ("kube-apiserver", "kube-controller-manager")),
         LabBinary("kube-scheduler", f"{_KUBE}/cmd/kube-scheduler", _KUBE, "lab"),
         LabBinary("kwok", "sigs.k8s.io/kwok/cmd/kwok", "sigs.k8s.io/kwok", "lab"),
-        LabBinary("registry", "lab/gomod/lab/cmd/registry", "github.com/distribution/distribution/v3", "lab"),
+        LabBinary("registry", "drtool/lab/gomod/lab/cmd/registry", "github.com/distribution/distribution/v3", "lab"),
         LabBinary(
             "cert-manager-controller",
-            "lab/gomod/lab/cmd/cert-manager-controller",
+            "drtool/lab/gomod/lab/cmd/cert-manager-controller",
             "github.com/cert-manager/cert-manager",
             "lab",
         ),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -126,3 +127,18 @@ def test_a_lab_of_another_release_runs_bare_and_remembers_its_release(tmp_path: 
     with pytest.raises(UsageError, match="cannot run Kubernetes"):
         Lab("bad", root=tmp_path, kubernetes="v2.0.0")
     assert cluster_kinds(Lab("seeded", root=tmp_path, kubernetes="v1.38.0-beta.0")) == BARE_KINDS  # lab support
+
+
+def test_every_binary_is_a_package_its_build_module_can_name() -> None:
+    """A package of the build module itself is named by the module path in its go.mod: a cached binary is never
+    rebuilt, so a wrong path shows only on a machine with an empty cache (it did: the registry and
+    cert-manager after the lab moved out of drtool/)."""
+    for binary in gomods.BINARIES.values():
+        folder = gomods.GOMOD / binary.gomod
+        own = re.search(r"^module (\S+)$", (folder / "go.mod").read_text(), re.MULTILINE)
+        assert own, binary.gomod
+        if binary.package.startswith(own.group(1) + "/"):
+            assert (folder / binary.package.removeprefix(own.group(1) + "/") / "main.go").is_file(), binary.name
+        else:
+            assert binary.package.startswith(binary.upstream), f"{binary.name}: {binary.package} in no required module"
+            assert binary.version, binary.name
