@@ -6,7 +6,8 @@ it writes named artifacts through ``BackupContext.artifact`` and reads them back
 
 Contract version 1 (``previous_artifacts``, ``reuse`` and ``discard``, the sink's ``meta``, ``mark`` and
 ``splice``, and for continuous backup the
-optional ``follow``/``fold`` hooks and ``RestoreContext.deltas``/``point``, were added compatibly).
+optional ``follow``/``fold`` hooks and ``RestoreContext.deltas``/``point``, and for a warm standby the
+optional ``hydrate``/``settle``/``release`` hooks, were added compatibly).
 Rules every plugin keeps (checked by tests/plugins/test_plugin_contract.py):
 - ``backup`` raises ``drtool.errors.SourceError`` (one line, with a hint) when its source fails; the core
   then marks the backup partial and keeps the other plugins' artifacts.
@@ -19,7 +20,8 @@ Rules every plugin keeps (checked by tests/plugins/test_plugin_contract.py):
 A plugin subclasses ``BasePlugin`` and states only what it has: ``backup``, ``restore`` and ``verify``
 always; ``discover`` and ``dependencies`` when it has something to say; ``diff`` (``DiffSupport``)
 when it can compare a backup with a live system; ``follow`` and ``fold`` (``FollowSupport``) when it can
-back its source up continuously, as a chain of a full and deltas; ``schema`` (drtool.plugin.settings) to
+back its source up continuously, as a chain of a full and deltas; ``hydrate``, ``settle`` and ``release``
+(``StandbySupport``) when it can keep a live standby hydrated from that chain; ``schema`` (drtool.plugin.settings) to
 have its settings checked before a run; ``platform_checks`` (drtool.plugin.checks) to add plan check types.
 Hooks may be methods or module functions bound with ``staticmethod``, as long as their parameters are named
 as here (tests/plugins/test_plugin_contract.py checks).
@@ -264,6 +266,128 @@ class FollowSupport(Protocol):
 
     def fold(self, ctx: RestoreContext, out: BackupContext, options: Mapping[str, Any]) -> Mapping[str, Any]:
         """Write into ``out`` a full backup equal to ``ctx`` (a full) with ``ctx.deltas`` replayed; return its meta."""
+        ...
+
+
+# --- warm standby (optional) ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Tracked:
+    """One object a standby holds because the chain brought it: its identity in the source and the target.
+
+    ``source_uid`` tells a recreated object (same name, new uid) from an update; ``target_uid`` is what
+    owner references to it must carry in the standby (owners are relinked across links, not only within
+    one); ``version`` is the source's resourceVersion last applied, so a link applied again skips it.
+    """
+
+    source_uid: str
+    target_uid: str
+    version: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Deferral:
+    """A deletion seen in a link and not applied yet: ``seen`` is when it happened in the source (RFC 3339
+    UTC, the delta's observed time), and it is applied once ``seen`` is older than ``delete_after``."""
+
+    source_uid: str
+    seen: str
+
+
+@dataclasses.dataclass
+class StandbyState:
+    """What a standby carries from one link to the next, for one plugin; the core persists it.
+
+    The core writes it (``to_json``) atomically after each ``hydrate``/``settle``/``release`` that returned,
+    and hands the last written one back (``from_json``) to the next call, also after a restart. A standby
+    killed mid-apply therefore restarts from the state before that link and applies the link again, which is
+    why ``hydrate`` must be idempotent. The plugin owns ``objects``, ``held`` and ``deferred``; the core owns
+    where the standby stands in the chain (``chain``, ``seq``, ``link``, ``link_time``) and sets them after a
+    ``hydrate`` returned.
+    """
+
+    plugin: str
+    chain: str | None = None  # base backup id of the chain the standby follows
+    seq: int = -1  # seq of the last link applied completely (-1: none)
+    link: str | None = None  # its backup id
+    link_time: str | None = None  # its source time (``Span.last_time``): lag = now - this
+    objects: dict[str, Tracked] = dataclasses.field(default_factory=dict)  # plugin's object key -> identity
+    held: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # key -> field path -> original
+    deferred: dict[str, Deferral] = dataclasses.field(default_factory=dict)  # key -> deletion waiting
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StandbyState:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        raw = {k: v for k, v in data.items() if k in fields}
+        raw["objects"] = {k: Tracked(**v) for k, v in (data.get("objects") or {}).items()}
+        raw["held"] = {k: dict(v) for k, v in (data.get("held") or {}).items()}
+        raw["deferred"] = {k: Deferral(**v) for k, v in (data.get("deferred") or {}).items()}
+        return cls(**raw)
+
+
+@dataclasses.dataclass(frozen=True)
+class StandbyOptions:
+    """How a standby applies links. ``delete_after``: seconds a deletion seen in the source waits before the
+    standby applies it (a mass deletion on the primary, by an attacker or an accident, does not empty the
+    standby before a person looks); ``now``: the clock deferrals are judged by (None: the current UTC time)."""
+
+    delete_after: float = 3600.0
+    now: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Hydrated:
+    """What one ``hydrate``/``settle``/``release`` did, as counts, and the state to persist after it.
+
+    ``created``/``updated``/``unchanged``: objects applied; ``deleted``: deletions applied (due deferrals);
+    ``deferred``: deletions now waiting in total; ``held``: objects held in total (``released`` on failover);
+    ``failed``: one line per object the target refused (the link still counts as applied: the next link, or
+    a person, fixes it; the core reports them).
+    """
+
+    state: StandbyState
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    deferred: int = 0
+    held: int = 0
+    released: int = 0
+    failed: Sequence[str] = ()
+
+
+@runtime_checkable
+class StandbySupport(Protocol):
+    """Optional, as a plugin's ``hydrate``, ``settle`` and ``release``: keep a live standby hydrated from a
+    delta chain (``FollowSupport``), and hand it over on failover (docs/plugins.md, "standby").
+
+    The standby never talks to the source: it only reads links from the store, so the independence
+    guarantees of a restore still hold. Every object is applied *held* (drtool.kube.holds: Deployments and
+    StatefulSets at zero replicas, Jobs, CronJobs, TrainJobs, RayJobs suspended, GitOps sync off; the
+    originals recorded in ``state.held`` and on the object), so the standby runs nothing until ``release``.
+    """
+
+    def hydrate(
+        self, ctx: RestoreContext, target: Mapping[str, Any], state: StandbyState, options: StandbyOptions
+    ) -> Hydrated:
+        """Apply ONE link (``ctx`` is its own context: a full's or a delta's artifacts, ``deltas`` empty,
+        ``point`` None) to the live ``target``, idempotently: applying it again changes and duplicates
+        nothing. A full replaces: objects of ``state.objects`` it does not hold become deletions. Deletions
+        are recorded in ``deferred``, and those already due are applied."""
+        ...
+
+    def settle(self, target: Mapping[str, Any], state: StandbyState, options: StandbyOptions) -> Hydrated:
+        """Apply the deferred deletions now due (the core calls it between links: a quiet source writes none)."""
+        ...
+
+    def release(self, target: Mapping[str, Any], state: StandbyState) -> Hydrated:
+        """Failover: put back every original ``state.held`` records (replicas, suspensions, sync), in
+        dependency order; deferred deletions stay deferred (the core decides, e.g. ``settle`` with
+        ``delete_after=0``)."""
         ...
 
 
