@@ -115,6 +115,7 @@ def failback(
     target: TargetOpt,
     approve: ApproveOpt = False,
     lift: Annotated[str | None, typer.Option("--lift", help="The old set whose fence to lift afterwards.")] = None,
+    drain: Annotated[float, typer.Option("--drain", help="Seconds to keep applying links before the fence.")] = 10.0,
     plugin: PluginsOpt = None,
     plan: PlanOpt = None,
     delete_after: DeleteAfterOpt = "1h",
@@ -122,7 +123,7 @@ def failback(
     as_json: JsonOpt = False,
 ) -> None:
     """Planned failback: TARGET (the rebuilt old site) hydrates from the current primary's set; move service
-    back once the primary's followers flushed, with the same checks.
+    back once the application there is quiesced and its followers drained (--drain), with the same checks.
 
     Example: drtool failback --set prod-b --target old-site.kubeconfig --lift prod --approve"""
     from drtool.standby.failover import failback as run_failback
@@ -132,7 +133,12 @@ def failback(
     hydrator = _standby(app, backup_set, target, plugin, delete_after)
     loaded = load_checked(plan, None).require() if plan else None
     result = run_failback(
-        hydrator.repo, hydrator, lift=lift, plan=loaded, on_event=lambda line: console.print(line, highlight=False)
+        hydrator.repo,
+        hydrator,
+        lift=lift,
+        plan=loaded,
+        drain_s=drain,
+        on_event=lambda line: console.print(line, highlight=False),
     )
     _finish(app, result, "failback", report, as_json)
 

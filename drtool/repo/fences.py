@@ -46,7 +46,7 @@ class Fence:
     def to_json(self) -> dict[str, object]:
         out = dataclasses.asdict(self)
         out["primary"] = list(self.primary)
-        out["stored"] = f"{self.stored:%Y-%m-%dT%H:%M:%SZ}" if self.stored else None
+        out["stored"] = self.stored.isoformat() if self.stored else None  # full precision: links are judged by it
         return out
 
 

@@ -100,7 +100,7 @@ def failover(
     primary: Sequence[str] = (),
     reason: str = "failover",
     planned: bool = False,
-    flush_timeout: float = 120.0,
+    drain_s: float = 10.0,
     on_event: Callable[[str], None] = lambda line: None,
 ) -> FailoverResult:
     """Run the failover of ``standby``'s set; see the module's docstring for the order."""
@@ -115,7 +115,7 @@ def failover(
             "name it with --primary URL, or pass --force once you know it is down",
         )
     if planned:
-        _await_flush(standby, started, flush_timeout, on_event)
+        _drain(standby, drain_s, on_event)
     elif alive and not force:
         raise PrimaryReachable(
             f"the primary of set {backup_set} is still reachable ({', '.join(alive)}): failover refused",
@@ -170,23 +170,17 @@ def failover(
     return result
 
 
-def _await_flush(standby: Standby, since: dt.datetime, timeout: float, on_event: Callable[[str], None]) -> None:
-    """A planned failback: the current primary is alive and still following; wait (rounds) until every plugin
-    applied a link whose source time is after ``since``, so the changes made before the command are in."""
-    deadline = time.monotonic() + timeout
+def _drain(standby: Standby, seconds: float, on_event: Callable[[str], None]) -> None:
+    """A planned failback: the current primary is alive and its application quiesced; keep applying what its
+    followers still flush for ``seconds`` (at least one follower period) before the fence stops them."""
+    deadline = time.monotonic() + seconds
+    applied = 0
     while True:
-        standby.round()
-        times = [parse_iso((standby.record.plugins.get(n) or {}).get("link_time")) for n in standby.plugins]
-        if all(t is not None and t >= since for t in times):
-            on_event("the primary's followers flushed past the failback's start")
-            return
-        if time.monotonic() > deadline:
-            raise UsageError(
-                f"no link of set {standby.backup_set} reached {iso(since)} within {timeout:.0f} s: is `drtool follow` "
-                "running on the current primary?",
-                "start it, or fail over unplanned (`drtool failover --force`)",
-            )
+        applied += len(standby.round().applied)
+        if time.monotonic() >= deadline:
+            break
         time.sleep(1.0)
+    on_event(f"drained the current primary's followers for {seconds:.0f} s: {applied} link(s) applied")
 
 
 def failback(
@@ -195,12 +189,23 @@ def failback(
     *,
     lift: str | None = None,
     plan: Plan | None = None,
+    drain_s: float = 10.0,
     on_event: Callable[[str], None] = lambda line: None,
 ) -> FailoverResult:
     """Planned failback: ``standby`` is the rebuilt old site hydrating from the current primary's set; move
-    service back with the same steps and checks, after the current primary's followers flushed. ``lift``:
+    service back with the same steps and checks, once the current primary's application is quiesced and its
+    followers drained (``drain_s``: at least one follower period). ``lift``:
     the old set's fence, removed once service is back, so the rebuilt site backs up under it again."""
-    result = failover(repo, standby, plan=plan, force=True, reason="planned failback", planned=True, on_event=on_event)
+    result = failover(
+        repo,
+        standby,
+        plan=plan,
+        force=True,
+        reason="planned failback",
+        planned=True,
+        drain_s=drain_s,
+        on_event=on_event,
+    )
     if lift is not None and result.ok and lift_fence(repo, lift):
         on_event(f"lifted the fence of set {lift}: the rebuilt site may back it up again")
     return result

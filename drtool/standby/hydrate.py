@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from drtool.errors import UsageError
+from drtool.errors import DrtoolError, UsageError
 from drtool.plugin.contract import Hydrated, Plugin, StandbyOptions, StandbySupport
 from drtool.plugin.contract import StandbyState as PluginState
 from drtool.repo.chains import Link
@@ -123,9 +123,13 @@ class Standby:
     def run(self, interval: float, stop: threading.Event, on_round: Callable[[Round], None] | None = None) -> None:
         """Rounds every ``interval`` seconds until ``stop`` is set."""
         while not stop.is_set():
-            done = self.round()
-            if on_round is not None:
-                on_round(done)
+            try:
+                done = self.round()
+            except DrtoolError as exc:  # the store or the target away for a while: the next round retries
+                self.event(f"round failed: {exc.one_line()}; retrying in {interval:.0f} s")
+            else:
+                if on_round is not None:
+                    on_round(done)
             stop.wait(interval)
 
     # --- one link ---------------------------------------------------------------------------------

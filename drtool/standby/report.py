@@ -36,7 +36,8 @@ def runbook_section(backup_set: str, plugins: list[str] | None = None) -> str:
             "1. Rebuild the old site empty. Hydrate it from the new primary's set: "
             "`drtool standby --set NEW --target OLD_KUBECONFIG`; wait for the lag to settle.",
             f"2. `drtool failback --set NEW --target OLD_KUBECONFIG --lift {backup_set} --approve [--plan PLAN]`: "
-            "waits for the new primary's followers to flush, fences `NEW`, applies the last link, releases, runs the "
+            "with the application on the new primary quiesced: drains its followers, fences `NEW`, applies the last "
+            "link, releases, runs the "
             f"checks, and lifts the fence of `{backup_set}` once the checks hold.",
             f"3. Resume backups of `{backup_set}` on the old site; stop the follower of `NEW`.",
             "",
