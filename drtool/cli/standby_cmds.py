@@ -147,18 +147,18 @@ def failback(
 
 
 def _standby(app: AppState, backup_set: str, target: Path, plugins: list[str] | None, delete_after: str) -> Standby:
-    from drtool.standby.hydrate import Standby
+    from drtool.standby.hydrate import Standby, standby_plugins
     from drtool.standby.state import StateStore
 
     if not target.is_file():
         raise UsageError(f"no kubeconfig at {target}", "--target names the standby cluster's kubeconfig file")
-    names = plugins or _set_plugins(app, backup_set)
+    chosen = standby_plugins([get_plugin(n) for n in plugins or _set_plugins(app, backup_set)])
     hold = parse_duration(delete_after)
     repo = app.open_repo()
     return Standby(
         repo,
         backup_set,
-        [get_plugin(n) for n in names],
+        chosen,
         {"kubeconfig": str(target)},
         StateStore(str(target), backup_set),
         delete_after=hold.total_seconds(),
