@@ -13,21 +13,9 @@ def test_failover_needs_approval(cli: Cli, tmp_path: Path) -> None:
     assert_clean_error(proc, 11, "takes service over", "--approve")
 
 
-def test_failback_needs_approval(cli: Cli, tmp_path: Path) -> None:
-    proc = cli("--store", str(tmp_path / "none"), "failback", "--set", "prod", "--target", str(tmp_path / "k"))
-    assert_clean_error(proc, 11, "--approve")
-
-
 def test_standby_names_a_missing_kubeconfig(cli: Cli, tmp_path: Path) -> None:
     proc = cli("--store", str(tmp_path / "none"), "standby", "--set", "prod", "--target", str(tmp_path / "k"))
     assert_clean_error(proc, 2, "no kubeconfig at")
-
-
-def test_standby_needs_the_sets_plugins(cli: Cli, tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "k"
-    kubeconfig.write_text("apiVersion: v1\n")
-    proc = cli("--store", str(tmp_path / "none"), "standby", "--set", "prod", "--target", str(kubeconfig))
-    assert_clean_error(proc, 2, "no backup set 'prod'", "-p")
 
 
 def test_a_plugin_without_standby_hooks_is_refused(cli: Cli, tmp_path: Path) -> None:
