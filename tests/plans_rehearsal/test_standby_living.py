@@ -23,7 +23,7 @@ from drtool.follow import FollowSession, run_follow
 from drtool.plugin.manager import get_plugin
 from drtool.repo.fences import refuse_if_fenced
 from drtool.repo.repository import Repository
-from drtool.standby.failover import failover
+from drtool.standby.failover import failback, failover
 from drtool.standby.hydrate import Standby
 from drtool.standby.state import NAMESPACE, StandbyBusy, StateStore
 from tests.fixtures.core import PASSPHRASE
@@ -58,8 +58,8 @@ def store(s3_store_url: str) -> Repository:
 class Follower:
     """`drtool follow -p kubernetes` on the primary, in a thread, until ``stop``."""
 
-    def __init__(self, repo: Repository, kube: KubeLab) -> None:
-        self.session = FollowSession(repo, PLUGIN, SET, {"period": 1})
+    def __init__(self, repo: Repository, kube: KubeLab, backup_set: str = SET) -> None:
+        self.session = FollowSession(repo, PLUGIN, backup_set, {"period": 1})
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, args=(repo, kube), daemon=True)
         self.thread.start()
@@ -75,13 +75,13 @@ class Follower:
         self.thread.join(60)
 
 
-def _standby(repo: Repository, target: KubeLab, delete_after: float = 3600.0) -> Standby:
+def _standby(repo: Repository, target: KubeLab, delete_after: float = 3600.0, backup_set: str = SET) -> Standby:
     return Standby(
         repo,
-        SET,
+        backup_set,
         [get_plugin(PLUGIN)],
         {"kubeconfig": target.kubeconfig},
-        StateStore(target.kubeconfig, SET),
+        StateStore(target.kubeconfig, backup_set),
         delete_after=delete_after,
     )
 
@@ -313,3 +313,39 @@ def _owner() -> Any:
     from drtool.crypto.credentials import Credentials
 
     return Credentials(passphrase=PASSPHRASE)
+
+
+# --- failback -------------------------------------------------------------------------------------
+
+
+def test_failback_swaps_the_roles(
+    store: Repository, primary: KubeLab, standby_target: KubeLab, lab_root: Path, request: pytest.FixtureRequest
+) -> None:
+    """Fail over to the standby, back it up as set prod-b, hydrate a rebuilt old site from it, fail back."""
+    _app(primary)
+    follower = Follower(store, primary)
+    standby = _standby(store, standby_target)
+    try:
+        _hydrated(standby, lambda: "cm-4" in _configmaps(standby_target), "the full on the standby")
+    finally:
+        follower.stop()
+    url = primary.apiserver.url
+    primary.lab.down()
+    failover(store, standby, primary=[url])
+    _core(standby_target).patch_namespaced_config_map("cm-0", NS, {"data": {"v": "served by the standby"}})
+    rebuilt = start_kube_lab(lab_root, lab_name("old", request))
+    back = Follower(store, standby_target, "prod-b")
+    try:
+        old_site = _standby(store, rebuilt, backup_set="prod-b")
+        _hydrated(old_site, lambda: "cm-4" in _configmaps(rebuilt), "the new primary's full on the old site")
+        assert _apps(rebuilt).read_namespaced_deployment("web", NS).spec.replicas == 0  # held there now
+        result = failback(store, old_site, lift=SET, drain_s=3.0)
+        assert result.ok and result.forced  # planned: the current primary answers by design
+        assert _configmaps(rebuilt)["cm-0"] == {"v": "served by the standby"}
+        assert _apps(rebuilt).read_namespaced_deployment("web", NS).spec.replicas == 2
+        refuse_if_fenced(store, SET)  # lifted: the old site backs up under its set again
+        with pytest.raises(Fenced):
+            refuse_if_fenced(store, "prod-b")
+    finally:
+        back.stop()
+        rebuilt.lab.down()
