@@ -141,6 +141,34 @@ class KubeClient:
             raise api_error(resp, method, path)
         return resp
 
+    def watch(self, path: str, params: Mapping[str, Any], read_timeout: float) -> Iterator[dict[str, Any]]:
+        """A WATCH (``watch=1``) as a stream of its events, one parsed JSON line each, until the server ends
+        it (``timeoutSeconds``) or nothing arrives for ``read_timeout`` seconds (bookmarks keep a healthy
+        stream talking); an error status or a dropped connection is a ``SourceError`` like ``request``'s."""
+        paths.url_path(path, "Kubernetes API path")
+        headers = {"Accept": JSON, "Accept-Encoding": "identity", **self._auth_headers()}
+        url = f"{self.server}{path}?{urlencode({**params, 'watch': '1'})}"
+        timeout = urllib3.Timeout(connect=self.conn.connect_timeout, read=read_timeout)
+        try:
+            raw = self._http.request("GET", url, headers=headers, preload_content=False, timeout=timeout)
+        except urllib3.exceptions.HTTPError as exc:
+            raise SourceError(f"kubernetes API {self.server} unreachable (WATCH {path}): {_short(exc)}") from None
+        try:
+            if raw.status != 200:
+                raise api_error(Response(raw.status, raw.headers, raw.read()), "WATCH", path)
+            rest = b""
+            for chunk in raw.stream(64 * 1024):
+                lines = (rest + chunk).split(b"\n")
+                rest = lines.pop()
+                for line in lines:
+                    if line.strip():
+                        yield json.loads(line)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise SourceError(f"kubernetes API {self.server}: watch {path} broke: {_short(exc)}") from None
+        finally:
+            raw.close()  # a watch ended early must not hand a half-read connection back to the pool
+            raw.release_conn()
+
     def get(self, path: str, params: Mapping[str, Any] | None = None, accept: str = JSON) -> dict[str, Any]:
         return self.request("GET", path, params=params, accept=accept).json()
 

@@ -60,15 +60,23 @@ RULES: dict[tuple[str, str], tuple[str, Any]] = {
 }
 
 
-def rule_for(t: ResourceType) -> tuple[str, Any] | None:
-    return RULES.get((t.group, t.kind))
+# a warm standby (drtool.kube.standby) also holds what serves: it must not run the primary's services twice
+STANDBY_RULES: dict[tuple[str, str], tuple[str, Any]] = {
+    **RULES,
+    ("apps", "Deployment"): ("spec.replicas", 0),
+    ("apps", "StatefulSet"): ("spec.replicas", 0),
+}
 
 
-def hold(record: Obj, t: ResourceType) -> bool:
+def rule_for(t: ResourceType, rules: Mapping[tuple[str, str], tuple[str, Any]] = RULES) -> tuple[str, Any] | None:
+    return rules.get((t.group, t.kind))
+
+
+def hold(record: Obj, t: ResourceType, rules: Mapping[tuple[str, str], tuple[str, Any]] = RULES) -> bool:
     """Put ``record["object"]`` in its held form, in place; whether it is held (objects no rule names, and
     objects with an owner, are left as they are)."""
     obj = record["object"]
-    rule = rule_for(t)
+    rule = rule_for(t, rules)
     if rule is None or record.get("owners"):
         return False
     path, held_value = rule

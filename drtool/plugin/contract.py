@@ -278,12 +278,15 @@ class Tracked:
 
     ``source_uid`` tells a recreated object (same name, new uid) from an update; ``target_uid`` is what
     owner references to it must carry in the standby (owners are relinked across links, not only within
-    one); ``version`` is the source's resourceVersion last applied, so a link applied again skips it.
+    one); ``version`` is the source's version last applied (its resourceVersion, or a digest of a full's
+    record), so a link applied again skips it; ``target_version`` the standby's resourceVersion after that
+    apply (an apply that leaves it so changed nothing).
     """
 
     source_uid: str
     target_uid: str
     version: str
+    target_version: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,16 +18,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from drtool.kube import pointview as _pointview
 from drtool.kube import references as _references
+from drtool.kube import standby as _standby
 from drtool.kube.restore import restore_objects
 from drtool.plugin.checks import PlatformCheck
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
+from . import follow as _follow
 from . import verify as _verify
 from .schema import SCHEMA
 
 __all__ = ["KubernetesPlugin"]
+_restore, _verify_at = _pointview.point_in_time(restore_objects, _verify.run_verify)  # `--at` of a chain too
 
 
 class KubernetesPlugin(BasePlugin):
@@ -40,9 +44,15 @@ class KubernetesPlugin(BasePlugin):
     takes_transforms = True
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)
-    restore = staticmethod(restore_objects)
-    verify = staticmethod(_verify.run_verify)
+    restore = staticmethod(_restore)
+    verify = staticmethod(_verify_at)
     dependencies = staticmethod(_references.dependencies)
+    # continuous backup (a full, then deltas of every type's watch) and a warm standby hydrated from it
+    follow = staticmethod(_follow.follow)
+    fold = staticmethod(_pointview.fold)
+    hydrate = staticmethod(_standby.hydrate)
+    settle = staticmethod(_standby.settle)
+    release = staticmethod(_standby.release)
 
     def platform_checks(self) -> Sequence[PlatformCheck]:
         """``workloads-ready`` (restored Deployments and StatefulSets serve) and ``gc-stable`` (the garbage

@@ -16,17 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from drtool.kube import pointview as _pointview
+from drtool.kube import standby as _standby
 from drtool.plugin.checks import PlatformCheck
 from drtool.plugin.contract import BasePlugin
 
 from . import backup as _backup
 from . import deps as _deps
 from . import diff as _diff
+from . import follow as _follow
 from . import restore as _restore
 from . import verify as _verify
 from .schema import SCHEMA
 
 __all__ = ["KueuePlugin"]
+_restore_at, _verify_at = _pointview.point_in_time(_restore.run_restore, _verify.run_verify)  # `--at` of a chain too
 
 
 class KueuePlugin(BasePlugin):
@@ -38,10 +42,16 @@ class KueuePlugin(BasePlugin):
     takes_transforms = True
     discover = staticmethod(_backup.discover_inventory)
     backup = staticmethod(_backup.backup)
-    restore = staticmethod(_restore.run_restore)
-    verify = staticmethod(_verify.run_verify)
+    restore = staticmethod(_restore_at)
+    verify = staticmethod(_verify_at)
     dependencies = staticmethod(_deps.dependencies)
     diff = staticmethod(_diff.diff)
+    # continuous backup of the config kinds, and a warm standby hydrated from it (drtool.kube)
+    follow = staticmethod(_follow.follow)
+    fold = staticmethod(_pointview.fold)
+    hydrate = staticmethod(_standby.hydrate)
+    settle = staticmethod(_standby.settle)
+    release = staticmethod(_standby.release)
 
     def platform_checks(self) -> Sequence[PlatformCheck]:
         """``kueue-admits``: the restored queues admit a probe Job onto the expected flavor (Kueue decides)."""

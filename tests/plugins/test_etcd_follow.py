@@ -84,17 +84,19 @@ def revision(settings: Mapping[str, Any]) -> int:
 
 
 class InProcessFollower:
-    """``drtool follow`` in a thread of the test process (stop = what SIGTERM does)."""
+    """``drtool follow`` in a thread of the test process (stop = what SIGTERM does); etcd's unless ``follows``
+    names another plugin (tests/plugins/test_kubernetes_follow.py)."""
 
-    def __init__(self, repo: Repository, source: Mapping[str, Any], **options: Any) -> None:
-        self.session = FollowSession(repo, "etcd", "follow", {"period": 1.0, "idle": 5.0, **options})
+    def __init__(self, repo: Repository, source: Mapping[str, Any], follows: Any = plugin, **options: Any) -> None:
+        self.plugin = follows
+        self.session = FollowSession(repo, follows.name, "follow", {"period": 1.0, "idle": 5.0, **options})
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, args=(repo, source), daemon=True)
         self.thread.start()
 
     def _run(self, repo: Repository, source: Mapping[str, Any]) -> None:
         try:
-            run_follow(repo, plugin, source, self.session)
+            run_follow(repo, self.plugin, source, self.session)
         except BaseException as exc:
             self.error = exc
 
