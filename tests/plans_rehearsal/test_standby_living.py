@@ -4,7 +4,6 @@ target's own API with the official client."""
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import signal
@@ -136,8 +135,9 @@ def _hydrated(standby: Standby, check: Any, what: str, timeout: float = 180.0) -
 
 
 def _record(target: KubeLab) -> dict[str, Any]:
-    cm = _core(target).read_namespaced_config_map(f"standby-{SET}", NAMESPACE)
-    return json.loads(cm.data["state.json"])
+    record = StateStore(target.kubeconfig, SET).read()
+    assert record is not None, "no standby record on the target"
+    return record.to_json()
 
 
 # --- the record on the standby cluster ------------------------------------------------------------
@@ -152,6 +152,23 @@ def test_two_standbys_cannot_advance_one_record(standby_target: KubeLab) -> None
     with pytest.raises(StandbyBusy, match="changed by another process"):
         second.save(b)
     assert _record(standby_target)["applied"] == 1
+
+
+def test_a_record_past_one_configmap_is_kept_in_parts(standby_target: KubeLab) -> None:
+    """Tens of thousands of objects' identities do not fit the 1 MiB of one ConfigMap: the record goes into
+    parts, read back whole, and the parts of a record replaced by a smaller one are deleted."""
+    store = StateStore(standby_target.kubeconfig, SET)
+    record = store.load()
+    tracked = {f"configmaps/v1 ns-{i}/cm-{i}": {"uid": secrets.token_hex(24)} for i in range(60000)}
+    record.plugins[PLUGIN] = {"plugin": PLUGIN, "objects": tracked}
+    store.save(record)
+    selector = {"label_selector": "drtool.dev/standby-record=standby-prod"}
+    assert len(_core(standby_target).list_namespaced_config_map(NAMESPACE, **selector).items) >= 2
+    assert StateStore(standby_target.kubeconfig, SET).read().plugins[PLUGIN]["objects"] == tracked  # type: ignore[union-attr]
+    record.plugins[PLUGIN] = {"plugin": PLUGIN}
+    store.save(record)
+    assert not _core(standby_target).list_namespaced_config_map(NAMESPACE, **selector).items
+    assert StateStore(standby_target.kubeconfig, SET).read().plugins[PLUGIN] == {"plugin": PLUGIN}  # type: ignore[union-attr]
 
 
 # --- hydration ------------------------------------------------------------------------------------
@@ -301,12 +318,8 @@ def test_a_standby_killed_mid_apply_resumes_without_duplicates(
 
 
 def _safe_record(target: KubeLab) -> dict[str, Any]:
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        return _record(target)
-    except ApiException:
-        return {}
+    record = StateStore(target.kubeconfig, SET).read()
+    return record.to_json() if record else {}
 
 
 def _owner() -> Any:
