@@ -8,10 +8,12 @@ each in a thread of this process. Then:
 
 1. **Hydration**: time until the standby applied the first full.
 2. **Lag under write load**: a writer patches a counter ConfigMap ``--writes-per-s`` times a second for
-   ``--load-s`` seconds (each write is one "step"); every second the standby's lag (store time of the
-   newest link minus the newest applied) and its age (now minus the newest applied link's source time)
-   are sampled: median, p95 and max.
-3. **Failover**: the writer stops, the primary is stopped (its last write is the failure time), and
+   ``--load-s`` seconds (each write is one "step"); every second are sampled: the time since the first
+   step the standby does not hold yet was written on the primary (write→standby, end to end, read through
+   the standby's API), the standby's lag metric, and its age (now minus the newest applied link's source
+   time): median, p95 and max.
+3. **Failover**: the writer stops, the follower (a child process) is killed with SIGKILL mid-period and the
+   primary stopped (the last write is the failure time; what the follower buffered is lost), and
    `drtool failover` runs against the standby: RTO (command start to release done; a bare control plane
    has no controllers, so "service" is every hold released), RPO in seconds (failure minus the newest change
    applied) and in steps (the counter the standby holds against the last one written).
@@ -28,7 +30,9 @@ import argparse
 import datetime as dt
 import json
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -44,7 +48,6 @@ from drtool_lab.lab import BARE_KINDS, Lab
 from machine import REPO, load, machine_facts
 
 from drtool.backends.backend import open_backend
-from drtool.follow import FollowSession, run_follow
 from drtool.plugin.manager import get_plugin
 from drtool.points import Point
 from drtool.repo.chains import ChainReader, build_chains, plan_point
@@ -55,6 +58,21 @@ from drtool.standby.hydrate import Standby
 from drtool.standby.state import StateStore
 
 RESULTS_DIR = REPO / "bench" / "results"
+PASSPHRASE = "bench-only-passphrase"
+# `drtool follow -p kubernetes` in a child process of its own, so the failure can kill it mid-period
+FOLLOWER = """
+import sys
+from drtool.backends.backend import open_backend
+from drtool.crypto.credentials import Credentials
+from drtool.plugin.manager import get_plugin
+from drtool.repo.repository import Repository
+import os
+url, kubeconfig, period = sys.argv[1], sys.argv[2], float(sys.argv[3])
+repo = Repository.open(open_backend(url), Credentials(passphrase=os.environ["DRTOOL_PASSPHRASE"]))
+session = FollowSession(repo, "kubernetes", "bench", {"period": period})
+session.install_signal_handlers()
+run_follow(repo, get_plugin("kubernetes"), {"kubeconfig": kubeconfig}, session)
+"""
 SET, PLUGIN, NS, COUNTER = "bench", "kubernetes", "bench-load", "step"
 
 
@@ -101,6 +119,7 @@ class Writer(threading.Thread):
     def __init__(self, core: Any, rate: float) -> None:
         super().__init__(daemon=True)
         self.core, self.rate, self.step, self.last_write = core, rate, 0, time.time()
+        self.written: dict[int, float] = {}
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -108,7 +127,13 @@ class Writer(threading.Thread):
             self.core.patch_namespaced_config_map(COUNTER, NS, {"data": {"step": str(self.step + 1)}})
             self.step += 1
             self.last_write = time.time()
+            self.written[self.step] = self.last_write
             self.stop.wait(1 / self.rate)
+
+    def staleness(self, seen: int) -> float:
+        """How long ago the first step the standby does not hold yet was written (0: it holds the newest)."""
+        first_missing = self.written.get(seen + 1)
+        return 0.0 if first_missing is None else max(0.0, time.time() - first_missing)
 
 
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -118,13 +143,14 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     minio_lab = Lab("bench-minio", root=work / "labs")
     minio_lab.up(["minio"])
     labs: list[Lab] = [minio_lab]
+    follower: subprocess.Popen[bytes] | None = None
     try:
         minio = minio_lab["minio"]
         assert isinstance(minio, MinioServer)
         os.environ.update(minio.env())
         bucket = f"standby-{uuid.uuid4().hex[:8]}"
         minio.create_bucket(bucket)
-        repo = Repository.init(open_backend(f"s3://{bucket}/store"), passphrase="bench-only-passphrase")
+        repo = Repository.init(open_backend(f"s3://{bucket}/store"), passphrase=PASSPHRASE)
         primary = _up(work, "bench-primary")
         labs.append(primary)
         t0 = time.monotonic()
@@ -138,14 +164,11 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         standby_lab = _up(work, "bench-standby")
         labs.append(standby_lab)
         target = str(_kube(standby_lab).admin_kubeconfig)
-        session = FollowSession(repo, PLUGIN, SET, {"period": args.period})
-        follower = threading.Thread(
-            target=run_follow,
-            args=(repo, get_plugin(PLUGIN), {"kubeconfig": str(_kube(primary).admin_kubeconfig)}, session),
-            daemon=True,
-        )
         t0 = time.monotonic()
-        follower.start()
+        follower = subprocess.Popen(
+            [sys.executable, "-c", FOLLOWER, repo.backend.url, str(_kube(primary).admin_kubeconfig), str(args.period)],
+            env={**os.environ, "DRTOOL_PASSPHRASE": PASSPHRASE},
+        )
         standby = Standby(
             repo,
             SET,
@@ -161,13 +184,15 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         rounds.start()
         writer = Writer(core, args.writes_per_s)
         writer.start()
-        lags, ages, loads = [], [], []
+        lags, e2e, ages, loads = [], [], [], []
+        standby_core = _core(_kube(standby_lab))
         end = time.monotonic() + args.load_s
         while time.monotonic() < end:
             time.sleep(1.0)
             lag = standby.metrics.lag(SET)
             if lag is not None:
                 lags.append(lag)
+            e2e.append(writer.staleness(int(standby_core.read_namespaced_config_map(COUNTER, NS).data["step"])))
             link_time = (standby.record.plugins.get(PLUGIN) or {}).get("link_time")
             if link_time:
                 ages.append(time.time() - dt.datetime.fromisoformat(link_time.replace("Z", "+00:00")).timestamp())
@@ -175,17 +200,18 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         writer.stop.set()
         writer.join()
         figures["lag_s"] = {"median": _pct(lags, 0.5), "p95": _pct(lags, 0.95), "max": _pct(lags, 1.0)}
+        figures["write_to_standby_s"] = {"median": _pct(e2e, 0.5), "p95": _pct(e2e, 0.95), "max": _pct(e2e, 1.0)}
         figures["age_s"] = {"median": _pct(ages, 0.5), "p95": _pct(ages, 0.95), "max": _pct(ages, 1.0)}
         figures["steps_written"] = writer.step
         figures["load_during"] = round(statistics.mean(loads), 1) if loads else None
+        # the failure: the primary and its follower die together, mid-period (what the follower buffered is lost)
         failed_at = dt.datetime.fromtimestamp(writer.last_write, dt.UTC)
-        time.sleep(args.period)  # the follower's period: a real failure lands anywhere in it (RPO below says)
+        follower.send_signal(signal.SIGKILL)
+        follower.wait(30)
         url = _kube(primary).url
-        session.stop.set()
-        follower.join(60)
-        stop_rounds.set()
-        rounds.join(60)
         primary.down()
+        stop_rounds.set()
+        rounds.join(120)
         result = failover(repo, standby, primary=[url], failed_at=failed_at)
         steps = int(_core(_kube(standby_lab)).read_namespaced_config_map(COUNTER, NS).data["step"])
         figures["failover"] = {
@@ -206,22 +232,23 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         figures["cold_verified"] = outcome.verified
         figures["load_end"] = round(load(), 1)
     finally:
+        if follower is not None and follower.poll() is None:
+            follower.kill()
         for lab in reversed(labs):
             lab.down()
     return figures
 
 
 def summarize(figures: dict[str, Any]) -> str:
-    fo = figures["failover"]
+    fo, e2e, age = figures["failover"], figures["write_to_standby_s"], figures["age_s"]
     return "\n".join(
         [
-            "| objects | writes/s | hydrate | lag median / p95 / max | age median / p95 | RPO | RPO steps | RTO | cold "
-            "restore | load |",
+            "| objects | writes/s | hydrate | write→standby median / p95 / max | age median / p95 | RPO | RPO steps "
+            "| RTO | cold restore | load |",
             "|---|---|---|---|---|---|---|---|---|---|",
             f"| {figures['seeded']} | {figures['writes_per_s']} | {figures['hydrated_s']} s | "
-            f"{figures['lag_s']['median']} / {figures['lag_s']['p95']} / {figures['lag_s']['max']} s | "
-            f"{figures['age_s']['median']} / {figures['age_s']['p95']} s | {fo['rpo_s']} s | {fo['rpo_steps']} | "
-            f"{fo['rto_s']} s | {figures['cold_restore_s']} s | {figures['load_during']} |",
+            f"{e2e['median']} / {e2e['p95']} / {e2e['max']} s | {age['median']} / {age['p95']} s | {fo['rpo_s']} s | "
+            f"{fo['rpo_steps']} | {fo['rto_s']} s | {figures['cold_restore_s']} s | {figures['load_during']} |",
         ]
     )
 

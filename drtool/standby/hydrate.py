@@ -101,6 +101,7 @@ class Standby:
         positions = {name: pos for name in self.plugins if (pos := self.record.position(name)) is not None}
         pending = self.watcher.poll(positions, fenced_after)
         done.newest_stored = pending.newest_stored
+        self.metrics.positions(self.backup_set, self._applied_stored(), done.newest_stored)  # lag while applying
         for skip in pending.skipped:
             self._skip(done, skip.name, skip.reason)
         for link in pending.links:
