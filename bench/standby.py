@@ -64,6 +64,7 @@ FOLLOWER = """
 import sys
 from drtool.backends.backend import open_backend
 from drtool.crypto.credentials import Credentials
+from drtool.follow import FollowSession, run_follow
 from drtool.plugin.manager import get_plugin
 from drtool.repo.repository import Repository
 import os
