@@ -89,6 +89,9 @@ class LinkWatcher:
             return []
         read = list(self.repo.manifests_newest_first(new))
         self._seen.update(new)
+        invalidate = getattr(self.repo.chunks, "invalidate", None)  # a packed store's index, read once
+        if invalidate is not None:
+            invalidate()  # the new links' chunks are in index objects the follower wrote after it was read
         opened = {m.id for m in read}
         skipped = [
             self._once(

@@ -101,3 +101,15 @@ def test_links_stored_after_a_fence_are_skipped(repo: Repository) -> None:
     late = {link.backup_id for link in links if link.stored and link.stored > fence_time}
     assert late and {s.name for s in pending.skipped} == late
     assert not late & {link.backup_id for link in pending.links}
+
+
+def test_a_long_running_standby_sees_the_chunks_of_links_written_after_it_opened(
+    repo: Repository, reopen: Callable[[Repository], Repository]
+) -> None:
+    """The follower is another process: its packs are in index objects the standby's store had not read."""
+    standby = reopen(repo)
+    watcher = LinkWatcher(standby, SET, [PLUGIN])
+    standby.chunks.missing(set(), 1)  # its index is read before the follower writes anything
+    _chain(repo, 2)
+    for link in watcher.poll({}).links:
+        assert authenticate(standby, link.manifest, PLUGIN) is None, link.backup_id
