@@ -35,10 +35,9 @@ NS = "standby-app"
 
 
 @pytest.fixture
-def standby_target(lab_root: Path, request: pytest.FixtureRequest) -> Iterator[KubeLab]:
-    kube = start_kube_lab(lab_root, lab_name("sb", request))
-    yield kube
-    kube.lab.down()
+def standby_target(kube_target: KubeLab) -> KubeLab:
+    """A fresh, empty control plane: the standby."""
+    return kube_target
 
 
 @pytest.fixture
@@ -134,6 +133,18 @@ def _hydrated(standby: Standby, check: Any, what: str, timeout: float = 180.0) -
     return wait_for(step, what, timeout)
 
 
+def _hydrated_standby(store: Repository, primary: KubeLab, target: KubeLab) -> Standby:
+    """The app on the primary, followed until the standby holds its full; the follower stopped again."""
+    _app(primary)
+    follower = Follower(store, primary)
+    standby = _standby(store, target)
+    try:
+        _hydrated(standby, lambda: "cm-4" in _configmaps(target), "the full on the standby")
+    finally:
+        follower.stop()
+    return standby
+
+
 def _record(target: KubeLab) -> dict[str, Any]:
     record = StateStore(target.kubeconfig, SET).read()
     assert record is not None, "no standby record on the target"
@@ -197,13 +208,7 @@ def test_hydration_applies_changes_held(store: Repository, primary: KubeLab, sta
 def test_failover_is_refused_while_the_primary_answers_then_forced(
     store: Repository, primary: KubeLab, standby_target: KubeLab
 ) -> None:
-    _app(primary)
-    follower = Follower(store, primary)
-    standby = _standby(store, standby_target)
-    try:
-        _hydrated(standby, lambda: "cm-4" in _configmaps(standby_target), "the full on the standby")
-    finally:
-        follower.stop()
+    standby = _hydrated_standby(store, primary, standby_target)
     with pytest.raises(PrimaryReachable, match="still reachable"):
         failover(store, standby, primary=[primary.apiserver.url])
     assert _apps(standby_target).read_namespaced_deployment("web", NS).spec.replicas == 0
@@ -335,13 +340,7 @@ def test_failback_swaps_the_roles(
     store: Repository, primary: KubeLab, standby_target: KubeLab, lab_root: Path, request: pytest.FixtureRequest
 ) -> None:
     """Fail over to the standby, back it up as set prod-b, hydrate a rebuilt old site from it, fail back."""
-    _app(primary)
-    follower = Follower(store, primary)
-    standby = _standby(store, standby_target)
-    try:
-        _hydrated(standby, lambda: "cm-4" in _configmaps(standby_target), "the full on the standby")
-    finally:
-        follower.stop()
+    standby = _hydrated_standby(store, primary, standby_target)
     url = primary.apiserver.url
     primary.lab.down()
     failover(store, standby, primary=[url])
