@@ -13,7 +13,7 @@ from drtool.follow import DEFAULT_SET, FollowSession, run_follow
 from drtool.plugin.manager import get_plugin
 from drtool.repo.manifest import Manifest
 
-PluginOpt = Annotated[str, typer.Option("--plugin", "-p", help="A plugin with a continuous mode (etcd).")]
+PluginOpt = Annotated[str, typer.Option("--plugin", "-p", help="A plugin with a continuous mode (etcd, kubernetes, kueue).")]
 SetOpt = Annotated[str, typer.Option("--set", help="Backup set the chain belongs to.")]
 OptionOpt = Annotated[list[str] | None, typer.Option("--option", "-o", help="Plugin option KEY=VALUE (repeatable).")]
 
@@ -22,7 +22,7 @@ def follow(
     ctx: typer.Context,
     plugin: PluginOpt = "etcd",
     backup_set: SetOpt = DEFAULT_SET,
-    period: Annotated[float | None, typer.Option(help="Seconds between deltas (etcd: 20).")] = None,
+    period: Annotated[float | None, typer.Option(help="Seconds between deltas (etcd: 20, kubernetes: 5).")] = None,
     max_events: Annotated[int | None, typer.Option(help="Write a delta once this many events are buffered.")] = None,
     option: OptionOpt = None,
 ) -> None:

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 import yaml
+from drtool_lab.kube_seed import KubeClient as SeedClient
+from drtool_lab.kube_seed import install_crds
 from kubernetes import client
 
 from drtool.backends.local import LocalBackend
@@ -30,9 +32,11 @@ from drtool.kube.artifacts import records, types_in
 from drtool.kube.deltas import DEL, PUT, Event, is_delta, read_delta
 from drtool.kube.holds import HELD
 from drtool.kube.objects import object_key
+from drtool.kube.pointview import PointView
 from drtool.kube.standby import parse_id
 from drtool.plugin.contract import StandbyOptions, StandbyState
 from drtool.plugin.manager import get_plugin
+from drtool.points import Point, parse_time
 from drtool.repo.chains import find_point, read_links
 from drtool.repo.repository import Repository
 from drtool.repo.restore_context import PluginRestoreContext
@@ -57,27 +61,27 @@ def follower(repo: Repository, kube: KubeLab) -> InProcessFollower:
     return InProcessFollower(repo, {"kubeconfig": kube.kubeconfig}, plugin)
 
 
-def links(repo: Repository) -> list[Any]:
-    return sorted(read_links(repo, "kubernetes"), key=lambda link: (link.base, link.seq, link.kind))
+def links(repo: Repository, name: str = "kubernetes") -> list[Any]:
+    return sorted(read_links(repo, name), key=lambda link: (link.base, link.seq, link.kind))
 
 
-def chain_events(repo: Repository) -> list[Event]:
+def chain_events(repo: Repository, name: str = "kubernetes") -> list[Event]:
     """Every event of every delta in the store, in chain order."""
     out: list[Event] = []
-    for link in links(repo):
-        ctx = PluginRestoreContext(repo, link.manifest, "kubernetes")
+    for link in links(repo, name):
+        ctx = PluginRestoreContext(repo, link.manifest, name)
         if is_delta(ctx):
             out += list(read_delta(ctx)[1])
     return out
 
 
-def wait_event(repo: Repository, op: str, type_key: str, key: str, timeout: float = 60.0) -> Event:
+def wait_event(repo: Repository, op: str, type_key: str, key: str, plugin: str = "kubernetes") -> Event:
     """Until a durable delta holds this change (the follower's own buffer does not count)."""
 
     def found() -> Event | None:
-        return next((e for e in chain_events(repo) if (e.op, e.type, e.key) == (op, type_key, key)), None)
+        return next((e for e in chain_events(repo, plugin) if (e.op, e.type, e.key) == (op, type_key, key)), None)
 
-    return wait_for(found, f"a delta with {op} {type_key} {key}", timeout)
+    return wait_for(found, f"a delta with {op} {type_key} {key}")
 
 
 def now_text() -> str:
@@ -311,10 +315,15 @@ def test_a_standby_hydrated_link_by_link_holds_workloads_defers_deletions_and_re
     assert all(out.created == 0 and out.updated == 0 for _, out, _ in twice), [
         (o.created, o.updated) for _, o, _ in twice
     ]
-    crashed = first[-2][2]  # killed mid-apply of the last link: restarted from the state before it
+    crashed = first[0][2]  # killed while applying the deltas: restarted from the state persisted after the full
     redo = hydrate_chain(repo, kube_target, crashed, hold_first)
-    assert redo and all(out.created == 0 for _, out, _ in redo)
+    assert len(redo) == len(first) - 1
     assert target_versions(kube_target, state) == before, "a link applied again writes nothing"
+    again = redo[-1][2]
+    assert (set(again.objects), again.held, again.deferred) == (set(state.objects), state.held, state.deferred)
+    with kube_target.api_client() as api:
+        names = [d.metadata.name for d in client.AppsV1Api(api).list_namespaced_deployment("team").items]
+    assert names == ["web"], "nothing duplicated"
 
     seen = dt.datetime.fromisoformat(state.deferred[doomed].seen.replace("Z", "+00:00"))
     early = plugin.settle(
@@ -342,3 +351,28 @@ def test_a_standby_hydrated_link_by_link_holds_workloads_defers_deletions_and_re
 
 def _text(moment: dt.datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_kueue_follow_writes_its_config_kinds_and_a_point_in_time_view_replays_them(
+    repo: Repository, source: KubeLab
+) -> None:
+    install_crds(SeedClient(source.apiserver.access()), ["kueue"])
+    kueue = get_plugin("kueue")
+    follows = InProcessFollower(repo, {"kubeconfig": source.kubeconfig}, kueue)
+    wait_for(lambda: follows.session.tip(), "the chain's full backup")
+    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "gpu"}}
+    with source.api_client() as api:
+        custom = client.CustomObjectsApi(api)
+        custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "resourceflavors", {**flavor, "spec": {}})
+        put = wait_event(repo, PUT, "resourceflavors.kueue.x-k8s.io", "gpu", plugin="kueue")
+        custom.delete_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "resourceflavors", "gpu")
+        gone = wait_event(repo, DEL, "resourceflavors.kueue.x-k8s.io", "gpu", plugin="kueue")
+    follows.stop()
+    chain = links(repo, "kueue")
+    full = chain[0]
+    deltas = [d.manifest for d in chain if d.is_delta]
+    at = parse_time(put.at)
+    before = PointView(PluginRestoreContext(repo, full.manifest, "kueue", deltas=deltas, point=Point(time=at)))
+    assert "gpu" in _records(before).get("resourceflavors.kueue.x-k8s.io", {})
+    after = PointView(PluginRestoreContext(repo, full.manifest, "kueue", deltas=deltas, point=Point()))
+    assert "gpu" not in _records(after).get("resourceflavors.kueue.x-k8s.io", {}), gone

@@ -77,7 +77,27 @@ FOLLOWERS = sorted(name for name in BUILT_IN if isinstance(registry().plugins[na
 
 
 def test_some_plugin_follows_a_log() -> None:
-    assert FOLLOWERS == ["etcd"]
+    assert FOLLOWERS == ["etcd", "kubernetes", "kueue"]
+
+
+STANDBYS = sorted(name for name in BUILT_IN if isinstance(registry().plugins[name], contract.StandbySupport))
+
+
+@pytest.mark.parametrize("name", STANDBYS)
+def test_standby_hooks_keep_the_contract(name: str) -> None:
+    """``hydrate``, ``settle`` and ``release`` take what ``StandbySupport`` says; only a follower has them (a
+    standby hydrates from a chain), and the docs name the plugin under "standby"."""
+    plugin = registry().plugins[name]
+    assert name in FOLLOWERS
+    for method in ("hydrate", "settle", "release"):
+        expected = list(inspect.signature(getattr(contract.StandbySupport, method)).parameters)[1:]
+        assert list(inspect.signature(getattr(plugin, method)).parameters) == expected, (name, method)
+    documented = DOCS.split("### standby", 1)[1].split("\n## ", 1)[0]
+    assert f"`{name}`" in documented, f"docs/plugins.md does not name {name} under standby"
+
+
+def test_the_kubernetes_plugins_keep_a_standby() -> None:
+    assert STANDBYS == ["kubernetes", "kueue"]
 
 
 @pytest.mark.parametrize("name", FOLLOWERS)
