@@ -101,6 +101,18 @@ class AuditFailed(DrtoolError):
     exit_code = 12
 
 
+class Fenced(DrtoolError):
+    """The backup set was fenced by a failover (drtool/repo/fences.py): its old primary must not write it."""
+
+    exit_code = 13
+
+
+class PrimaryReachable(DrtoolError):
+    """A failover was asked for while the primary still answers (docs/standby.md): refused unless forced."""
+
+    exit_code = 14
+
+
 class Terminated(DrtoolError):
     """SIGTERM stopped a run; what it was writing was abandoned, nothing was published."""
 

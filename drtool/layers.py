@@ -106,6 +106,8 @@ LAYERS = (
             "drtool.scheduler": "scheduled backups of backup sets, and their history",
             "drtool.drills": "scenario drills: inject a failure into a lab, recover it with a plan, record actual "
             "RPO and time to service; the drill matrix",
+            "drtool.standby": "warm standby: chain links applied to a second cluster from the store alone, held, with "
+            "lag metrics; failover (fence, release, checks, RPO and RTO) and failback",
             "drtool.audit": "`drtool audit`: the go-live checklist graded against a live cluster, plans, "
             "checkpoints and drill records",
         },

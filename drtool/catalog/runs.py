@@ -1,4 +1,4 @@
-"""Catalog tables for restore runs, their steps, and rehearsal drills: the history an operator keeps.
+"""Catalog tables for restore runs, their steps, rehearsal drills and standby failovers: the history an operator keeps.
 
 Unlike the backup tables these are not rebuilt from the store: they record what happened on this side
 (timings, logs, outcomes). They hold no secrets: targets are not stored, only the plan's path and hash,
@@ -84,6 +84,21 @@ class DrillRow(SQLModel, table=True):
     rpo_met: bool | None = None
     independence: str = ""  # the analysis' verdict, or "not analysed"
     refused_connections: int = 0
+    report: str = ""  # path of the written report
+
+
+class FailoverRow(SQLModel, table=True):
+    """A standby failover or failback (docs/standby.md): what it measured, and where its report is."""
+
+    __tablename__ = "failovers"
+    id: str = Field(primary_key=True)  # set and start time
+    started: str = Field(index=True)
+    backup_set: str
+    kind: str  # failover | failback
+    forced: bool
+    ok: bool  # every check held
+    rpo_s: float | None = None  # failure time minus the newest change applied
+    rto_s: float  # command start to service (the last check green)
     report: str = ""  # path of the written report
 
 
@@ -187,3 +202,7 @@ class RunLog:
     def drills(self) -> list[DrillRow]:
         with Session(self.engine) as session:
             return list(session.exec(select(DrillRow).order_by(DrillRow.started)).all())
+
+    def failovers(self) -> list[FailoverRow]:
+        with Session(self.engine) as session:
+            return list(session.exec(select(FailoverRow).order_by(FailoverRow.started)).all())

@@ -59,13 +59,16 @@ def runbook(
     plan: PlanOpt,
     out: Annotated[Path | None, typer.Option("--out", help="Write to this file (default: standard output).")] = None,
     values: ValuesOpt = None,
+    standby_set: Annotated[
+        str | None, typer.Option("--standby-set", help="Add failover and failback to this set's warm standby.")
+    ] = None,
 ) -> None:
     """A Markdown runbook for people, from the plan and the latest backup it would restore."""
     from drtool.runbook import render_runbook
 
     loaded = load_checked(plan, values)
     app_state = state(ctx)
-    text = render_runbook(loaded, open_plan_repo(ctx, loaded.require()), app_state.settings)
+    text = render_runbook(loaded, open_plan_repo(ctx, loaded.require()), app_state.settings, standby_set)
     if out:
         out.write_text(text)
         console.print(f"wrote {out}")

@@ -26,6 +26,7 @@ from drtool.cli import (
     runs_cmds,
     schedule_cmds,
     shard_cmds,
+    standby_cmds,
     store_cmds,
 )
 from drtool.cli.state import AppState, console, print_json
@@ -118,6 +119,7 @@ app.add_typer(import_cmds.app, name="import")
 drill_cmds.register(app)
 audit_cmd.register(app)
 follow_cmds.register(app)
+standby_cmds.register(app)
 
 
 def _added_commands(app: typer.Typer) -> None:

@@ -23,6 +23,7 @@ from drtool.progress import NullProgress, Progress
 from drtool.repo import layout
 from drtool.repo.chunker import StreamChunker
 from drtool.repo.chunks import ChunkRef, ChunkWriter, Stats
+from drtool.repo.fences import refuse_if_fenced
 from drtool.repo.lock import DEFAULT_TTL, acquire
 from drtool.repo.manifest import ArtifactEntry, ArtifactInfo, ChainLink, Manifest, PluginOutcome, new_backup_id, utc_now
 from drtool.repo.repository import Repository
@@ -302,6 +303,7 @@ class BackupSession:
         """Write the manifest, last: from this moment on the backup exists."""
         manifest = self.seal_contents()
         self.lock.check()  # a lost lock means a prune may have run: publish nothing
+        refuse_if_fenced(self.repo, self.backup_set)  # a failover took the set away (docs/standby.md)
         self.repo.put_manifest(manifest)
         return manifest
 
