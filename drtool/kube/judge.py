@@ -114,7 +114,11 @@ def _one_sided(
         if backup_side:  # in the backup, gone from the target: who owns what holds it now
             parent = next((root[:i] for i in range(len(root) - 1, 0, -1) if root[:i] in present), ())
             holders = _owners(found, parent) if parent else []
-            by_controller = root[0] == "f:status" and any(not _is_drtool(m) for m in holders)
+            # a status field gone from an object whose status a controller writes: the controller's to keep (a
+            # held RayJob's operator clears the dashboard URL it had reported in the source)
+            by_controller = root[0] == "f:status" and any(
+                not _is_drtool(m) for m in [*holders, *(m for m in found if _writes_status(m))]
+            )
             kind = STATUS if by_controller else DRIFT
             out.append(FieldChange(root, kind, value, _ABSENT, tuple(m.describe() for m in holders)))
         else:
@@ -127,6 +131,10 @@ def _one_sided(
 
 def _owners(found: list[Manager], path: Path) -> list[Manager]:
     return [m for m in found if m.owns(path, found)]
+
+
+def _writes_status(manager: Manager) -> bool:
+    return any(node[:1] == ("f:status",) for node in manager.nodes)
 
 
 def _is_drtool(manager: Manager) -> bool:

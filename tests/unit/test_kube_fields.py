@@ -141,6 +141,21 @@ def test_status_a_controller_keeps_current_is_listed() -> None:
     assert show(change.path) == "status.conditions[type=Active].reason"
 
 
+def test_a_status_field_its_controller_dropped_is_listed_and_one_nobody_keeps_fails() -> None:
+    """A held RayJob: KubeRay reports its deployment status and clears the dashboard URL the source showed."""
+    backup = {"metadata": {"name": "etl"}, "status": {"jobDeploymentStatus": "Running", "dashboardURL": "etl:8265"}}
+    now = {"metadata": {"name": "etl"}, "status": {"jobDeploymentStatus": "Suspended"}}
+    operator = entry("kuberay-operator", "Update", {"f:status": {"f:jobDeploymentStatus": {}}}, "status")
+    changes = judge("etl", backup, now, live(now, operator)).changes
+    assert {show(c.path): c.kind for c in changes} == {
+        "status.jobDeploymentStatus": STATUS,
+        "status.dashboardURL": STATUS,
+    }
+    assert not any(c.failing for c in changes)
+    (nobody,) = judge("etl", backup, now | {"status": {"jobDeploymentStatus": "Running"}}, live(now)).changes
+    assert nobody.kind == DRIFT and nobody.failing
+
+
 def test_an_applied_empty_map_owns_the_map_not_what_others_put_in_it() -> None:
     annotated = copy.deepcopy(DEPLOYMENT)
     annotated["metadata"]["annotations"] = {"argocd.argoproj.io/tracking-id": "ml"}
