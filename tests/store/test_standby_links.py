@@ -74,7 +74,7 @@ def test_a_damaged_chunk_fails_authentication(repo: Repository, reopen: Callable
     for path in store.rglob("*"):
         if path.is_file() and (path.name in chunk_ids or path.parent.name == "packs" or "packs" in path.parts):
             data = bytearray(path.read_bytes())
-            data[:] = bytes(len(data))  # every byte: a flipped one may land in padding
+            data[:] = bytes(len(data))  # every byte: one flipped byte may be in a pack header, which reads do not use
             path.write_bytes(bytes(data))
             damaged += 1
     assert damaged
