@@ -43,6 +43,7 @@ LAYERS = (
             "drtool.binaries": "finding the server binaries drtool runs (etcd, etcdutl, bao)",
             "drtool.durations": "durations as people write them (`90s`, `1h30m`) and back",
             "drtool.points": "where to restore to: a revision, a time, or the newest (`Point`)",
+            "drtool.probe": "whether an address accepts TCP connections (nothing sent)",
         },
     ),
     Layer(

@@ -14,22 +14,10 @@ failure shows when nothing answers at the store's endpoint any more.
 from __future__ import annotations
 
 import dataclasses
-import socket
 from collections.abc import Callable
-from urllib.parse import urlsplit
 
 from drtool.kube.client import KubeClient
-
-
-def answers(endpoint: str, timeout: float = 2.0) -> bool:
-    """Whether something accepts a connection at ``endpoint`` (http[s]://host[:port])."""
-    parts = urlsplit(endpoint)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        with socket.create_connection((parts.hostname or "", port), timeout=timeout):
-            return True
-    except OSError:
-        return False
+from drtool.probe import reachable
 
 
 @dataclasses.dataclass
@@ -49,7 +37,7 @@ class CheckpointStoreDown:
 
     def detected(self, client: KubeClient) -> bool:
         """Nothing answers at the store's endpoint: every read and write of the run's checkpoints fails."""
-        return not answers(self.endpoint)
+        return not reachable(self.endpoint, 2.0)
 
     def pending(self, client: KubeClient) -> str:
         return f"the checkpoint store at {self.endpoint} still accepts connections"

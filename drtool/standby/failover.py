@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 from drtool.errors import PrimaryReachable, UsageError
 from drtool.plans.checks import run_checks
 from drtool.plans.schema import Plan
+from drtool.probe import reachable
 from drtool.repo.fences import lift_fence, write_fence
 from drtool.repo.repository import Repository
 from drtool.standby.hydrate import Round, Standby
@@ -78,18 +77,6 @@ def primary_endpoints(repo: Repository, backup_set: str, plugins: Sequence[str])
     return []
 
 
-def reachable(endpoint: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
-    """Whether ``endpoint`` (a URL or host:port) accepts a TCP connection: a primary that does is alive
-    enough to serve, whatever its health says. Nothing is sent: no credentials leave this machine."""
-    parts = urlsplit(endpoint if "://" in endpoint else f"tcp://{endpoint}")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        with socket.create_connection((parts.hostname or "", port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
 def failover(
     repo: Repository,
     standby: Standby,
@@ -108,7 +95,7 @@ def failover(
     started = dt.datetime.now(dt.UTC)
     backup_set = standby.backup_set
     endpoints = list(primary) or primary_endpoints(repo, backup_set, list(standby.plugins))
-    alive = [e for e in endpoints if reachable(e)]
+    alive = [e for e in endpoints if reachable(e, PROBE_TIMEOUT_S)]
     if not endpoints and not force:
         raise UsageError(
             f"no backup of set {backup_set} records its primary's API server, so drtool cannot tell whether it is down",
