@@ -38,7 +38,7 @@ class KubernetesScope:
 
     def watched(self, client: KubeClient) -> dict[str, Watched]:
         sel = select(discover(client, crd_index(client, self.opts.page_size))[0], self.filters)
-        with_selector = _facts.services(_facts.Facts(), client, self.opts.page_size)
+        with_selector = _facts.selector_services(client, self.opts.page_size)
         params = {"labelSelector": self.filters.label_selector} if self.filters.label_selector else {}
         out = {t.key: Watched(t, self._keep(t, with_selector), params) for t in sel.listed if "watch" in t.verbs}
         for key, t in sel.deferred.items():
