@@ -235,6 +235,7 @@ class Follower:
         def write(bctx: BackupContext) -> tuple[Mapping[str, Any], Span]:
             meta = dict(self.scope.full(bctx))
             meta |= {"cluster_id": self.cluster, "positions": before, "follow": True}
+            meta.setdefault("failure_domain", _api_facts(client))
             last = max((int(rv) for rv in before.values() if rv.isdigit()), default=0)
             return meta, Span(None, last, None, utc_now())
 
@@ -332,6 +333,12 @@ class Follower:
             for event in buffer.events:
                 sink.write(event.line())
         return meta, Span(first, last, buffer.first_time, buffer.events[-1].at)
+
+
+def _api_facts(client: KubeClient) -> dict[str, list[str]]:
+    """The source's API server, for a full whose plugin records no failure domain of its own (kueue): `drtool
+    failover` finds the primary it probes in these facts (drtool/standby/failover.py)."""
+    return {"kubernetes_api_endpoints": [client.server], "kubernetes_api_hosts": [client.host]}
 
 
 def _list_rv(client: KubeClient, w: Watched) -> str:

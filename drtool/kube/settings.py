@@ -14,6 +14,7 @@ from typing import Any
 from drtool.errors import UsageError
 from drtool.plugin.toolkit.settings import as_bool, as_list, as_number
 
+from .skips import SKIPPED_NAMESPACES
 from .transforms import Transforms
 
 EXISTING_POLICIES = ("update", "replace", "skip", "fail")
@@ -74,6 +75,8 @@ class Filters:
         )
 
     def namespace_selected(self, namespace: str) -> bool:
+        if namespace in SKIPPED_NAMESPACES:
+            return False
         if self.include_namespaces and not any(fnmatch.fnmatchcase(namespace, p) for p in self.include_namespaces):
             return False
         return not any(fnmatch.fnmatchcase(namespace, p) for p in self.exclude_namespaces)

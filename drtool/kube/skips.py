@@ -35,6 +35,13 @@ SKIPPED_RESOURCES: dict[str, str] = {
     "*.external.metrics.k8s.io": "live metrics, computed on read",
 }
 
+# namespace -> reason; left out of every backup and follow whatever the filters or ``default_skips`` say
+STANDBY_NAMESPACE = "drtool-standby"
+SKIPPED_NAMESPACES: dict[str, str] = {
+    STANDBY_NAMESPACE: "the warm standby's record of what this cluster holds (drtool/standby/state.py); "
+    "after a failover it would otherwise be followed into the new primary's set and land on another cluster",
+}
+
 # the API server writes these itself at start-up; its copy for the new cluster is the right one
 _APISERVER_CONFIGMAPS = {
     ("kube-system", "extension-apiserver-authentication"),

@@ -215,10 +215,8 @@ def _apply_one(run: _Run, t: ResourceType, e: Event, owner_uids: set[str], final
     if refs:
         body["metadata"]["ownerReferences"] = refs
     meta = body["metadata"]
-    params = {"fieldManager": FIELD_MANAGER, "force": "true"}
-    path = t.path(meta.get("namespace"), meta["name"])
     try:
-        live = run.client.request("PATCH", path, params=params, body=dumps(body), content_type=APPLY_PATCH).json()
+        live = _apply(run, t, body)
     except ApiError as exc:
         run.failed.append(f"{oid}: {exc.status} {exc.reason}: {exc.message.rsplit(': ', 1)[-1]}")
         return True
@@ -234,6 +232,27 @@ def _apply_one(run: _Run, t: ResourceType, e: Event, owner_uids: set[str], final
     else:
         run.count("unchanged" if known.target_version == live_meta["resourceVersion"] else "updated")
     return True
+
+
+def _apply(run: _Run, t: ResourceType, body: Obj) -> Obj:
+    """Server-side apply ``body``; into a namespace the standby lacks, after creating it bare. No link brings
+    a namespace created after the full when the chain does not follow Namespaces (``-p kueue``, a filtered
+    ``-p kubernetes``): a restore creates such a namespace too. It is not tracked, so never deleted."""
+    meta = body["metadata"]
+    params = {"fieldManager": FIELD_MANAGER, "force": "true"}
+    path = t.path(meta.get("namespace"), meta["name"])
+    try:
+        return run.client.request("PATCH", path, params=params, body=dumps(body), content_type=APPLY_PATCH).json()
+    except ApiError as exc:
+        if exc.status != 404 or f'namespaces "{meta.get("namespace")}" not found' not in exc.message:
+            raise
+    bare = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": meta["namespace"]}}
+    try:
+        run.client.request("POST", "/api/v1/namespaces", body=dumps(bare))
+    except ApiError as exc:
+        if exc.status != 409:  # created meanwhile: as good
+            raise
+    return run.client.request("PATCH", path, params=params, body=dumps(body), content_type=APPLY_PATCH).json()
 
 
 def _held(record: Obj, t: ResourceType) -> Obj:

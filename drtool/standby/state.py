@@ -26,9 +26,10 @@ from typing import Any
 from drtool.errors import DrtoolError
 from drtool.kube.client import ApiError, KubeClient
 from drtool.kube.settings import Connection
+from drtool.kube.skips import STANDBY_NAMESPACE
 from drtool.standby.links import Position
 
-NAMESPACE = "drtool-standby"
+NAMESPACE = STANDBY_NAMESPACE  # never backed up nor followed (drtool/kube/skips.py)
 KEY = "state.json.gz"
 PARTS, DIGEST = "parts", "sha256"
 PART_BYTES = 700 * 1024  # base64 makes it 4/3: under the 1 MiB a ConfigMap holds

@@ -35,6 +35,12 @@ def _coredns(client: KubeClient) -> dict[str, Any] | None:
         return None
 
 
+def selector_services(client: KubeClient, page_size: int) -> set[str]:
+    """The Services whose Endpoints are derived (``domain_facts.services``), without the other facts: the
+    follower reads them again at each discovery, and its full backup records the facts."""
+    return domain_facts.services(Facts(), _items(client, "/api/v1/services", page_size))
+
+
 def collect(client: KubeClient, page_size: int) -> tuple[Facts, set[str]]:
     """All facts, and the Services whose Endpoints are derived (``domain_facts.services``)."""
     facts = Facts()

@@ -235,8 +235,8 @@ def test_failover_of_a_stopped_primary_needs_no_force(
         follower.stop()
     url = primary.apiserver.url
     primary.lab.down()
-    result = failover(store, standby, primary=[url])
-    assert not result.forced and not result.reachable
+    result = failover(store, standby)  # the primary to probe: the API server the follower's full recorded
+    assert not result.forced and not result.reachable and result.primary == [url]
     assert _configmaps(standby_target)["cm-2"] == {"v": "last"}  # the last link applied by the failover
     assert _apps(standby_target).read_namespaced_deployment("web", NS).spec.replicas == 2
 

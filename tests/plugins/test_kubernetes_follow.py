@@ -33,6 +33,7 @@ from drtool.kube.deltas import DEL, PUT, Event, is_delta, read_delta
 from drtool.kube.holds import HELD
 from drtool.kube.objects import object_key
 from drtool.kube.pointview import PointView
+from drtool.kube.skips import STANDBY_NAMESPACE
 from drtool.kube.standby import parse_id
 from drtool.plugin.contract import StandbyOptions, StandbyState
 from drtool.plugin.manager import get_plugin
@@ -240,14 +241,45 @@ def test_kill_9_mid_follow_then_a_restart_continue_the_chain_without_loss_or_dup
     }, "every change made while the follower was killed is in the chain"
 
 
-def hydrate_chain(repo: Repository, target: KubeLab, state: StandbyState, options: StandbyOptions) -> list[Any]:
+def test_the_full_records_the_failure_domain_and_the_standby_namespace_is_never_followed(
+    repo: Repository, source: KubeLab
+) -> None:
+    """`drtool failover` finds the primary to probe in the full's facts; a standby's own record (a failover
+    turns a standby into a primary that is followed) stays out of the full and of every delta."""
+    with source.api_client() as api:
+        core = client.CoreV1Api(api)
+        core.create_namespace({"metadata": {"name": STANDBY_NAMESPACE}})
+        core.create_namespaced_config_map(STANDBY_NAMESPACE, config_map("standby-prod", "before"))
+        core.create_namespace({"metadata": {"name": "team"}})
+        core.create_namespaced_config_map("team", config_map("early", "1"))
+        follows = follower(repo, source)
+        wait_for(lambda: follows.session.tip(), "the chain's full backup")
+        core.patch_namespaced_config_map("standby-prod", STANDBY_NAMESPACE, {"data": {"v": "after"}})
+        core.create_namespaced_config_map(STANDBY_NAMESPACE, config_map("standby-prod-part", "1"))
+        core.create_namespaced_config_map("team", config_map("marker", "1"))
+        wait_event(repo, PUT, "configmaps", "team/marker")
+    follows.stop()
+    full = links(repo)[0].manifest
+    assert full.failure_domain["kubernetes_api_endpoints"] == [source.apiserver.url]
+    assert full.failure_domain["kubernetes_api_hosts"]
+    held = _records(PluginRestoreContext(repo, full, "kubernetes"))
+    assert "team" in held["namespaces"] and STANDBY_NAMESPACE not in held["namespaces"]
+    assert [k for k in held["configmaps"] if k.endswith("/early") or k.startswith(STANDBY_NAMESPACE)] == ["team/early"]
+    followed = [(e.op, e.type, e.key) for e in chain_events(repo)]
+    assert (PUT, "configmaps", "team/marker") in followed
+    assert not [e for e in followed if STANDBY_NAMESPACE in (e[2], e[2].split("/")[0])], followed
+
+
+def hydrate_chain(
+    repo: Repository, target: KubeLab, state: StandbyState, options: StandbyOptions, name: str = "kubernetes"
+) -> list[Any]:
     """What `drtool standby` does per link, with the state persisted as JSON between links: each outcome."""
     outcomes = []
-    for link in links(repo):
+    for link in links(repo, name):
         if link.seq <= state.seq and link.base == state.chain:
             continue
-        ctx = PluginRestoreContext(repo, link.manifest, "kubernetes")
-        out = plugin.hydrate(ctx, {"kubeconfig": target.kubeconfig}, state, options)
+        ctx = PluginRestoreContext(repo, link.manifest, name)
+        out = get_plugin(name).hydrate(ctx, {"kubeconfig": target.kubeconfig}, state, options)
         state = StandbyState.from_json(json.loads(json.dumps(out.state.to_json())))
         state.chain, state.seq, state.link = link.base, link.seq, link.backup_id
         outcomes.append((link, out, state))
@@ -370,9 +402,57 @@ def test_kueue_follow_writes_its_config_kinds_and_a_point_in_time_view_replays_t
     follows.stop()
     chain = links(repo, "kueue")
     full = chain[0]
+    assert full.manifest.failure_domain["kubernetes_api_endpoints"] == [source.apiserver.url], "failover's probe"
     deltas = [d.manifest for d in chain if d.is_delta]
     at = parse_time(put.at)
     before = PointView(PluginRestoreContext(repo, full.manifest, "kueue", deltas=deltas, point=Point(time=at)))
     assert "gpu" in _records(before).get("resourceflavors.kueue.x-k8s.io", {})
     after = PointView(PluginRestoreContext(repo, full.manifest, "kueue", deltas=deltas, point=Point()))
     assert "gpu" not in _records(after).get("resourceflavors.kueue.x-k8s.io", {}), gone
+
+
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+
+
+def test_a_kueue_chain_hydrates_a_standby_with_its_flavors_and_queues(
+    repo: Repository, source: KubeLab, kube_target: KubeLab
+) -> None:
+    """`drtool follow -p kueue` on the source, its links applied to another cluster the way `drtool standby`
+    does: what the full held and what the deltas changed reach the standby (with Kueue's CRDs, from the full),
+    a deleted LocalQueue stays until ``delete_after``."""
+    install_crds(SeedClient(source.apiserver.access()), ["kueue"])
+    with source.api_client() as api:
+        custom = client.CustomObjectsApi(api)
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": "team"}})
+        custom.create_cluster_custom_object(*KUEUE, "resourceflavors", _kueue("ResourceFlavor", "cpu", {}))
+        follows = InProcessFollower(repo, {"kubeconfig": source.kubeconfig}, get_plugin("kueue"))
+        wait_for(lambda: follows.session.tip(), "the chain's full backup")
+        custom.create_cluster_custom_object(*KUEUE, "resourceflavors", _kueue("ResourceFlavor", "gpu", {}))
+        quota = {"name": "gpu", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}
+        group = {"coveredResources": ["nvidia.com/gpu"], "flavors": [quota]}
+        spec = {"namespaceSelector": {}, "resourceGroups": [group]}
+        custom.create_cluster_custom_object(*KUEUE, "clusterqueues", _kueue("ClusterQueue", "train", spec))
+        for name in ("main", "scratch"):
+            queue = _kueue("LocalQueue", name, {"clusterQueue": "train"})
+            custom.create_namespaced_custom_object(*KUEUE, "team", "localqueues", queue)
+        wait_event(repo, PUT, "localqueues.kueue.x-k8s.io", "team/scratch", plugin="kueue")
+        custom.delete_namespaced_custom_object(*KUEUE, "team", "localqueues", "scratch")
+        wait_event(repo, DEL, "localqueues.kueue.x-k8s.io", "team/scratch", plugin="kueue")
+    follows.stop()
+
+    outcomes = hydrate_chain(repo, kube_target, StandbyState("kueue"), StandbyOptions(delete_after=3600), "kueue")
+    assert len(outcomes) >= 2 and not any(out.failed for _, out, _ in outcomes), [o.failed for _, o, _ in outcomes]
+    with kube_target.api_client() as api:
+        custom = client.CustomObjectsApi(api)
+        flavor_items = custom.list_cluster_custom_object(*KUEUE, "resourceflavors")["items"]
+        queue = custom.get_cluster_custom_object(*KUEUE, "clusterqueues", "train")
+        locals_ = custom.list_namespaced_custom_object(*KUEUE, "team", "localqueues")["items"]
+    flavors, local = {f["metadata"]["name"] for f in flavor_items}, {q["metadata"]["name"] for q in locals_}
+    assert flavors == {"cpu", "gpu"}
+    assert queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == 8
+    assert local == {"main", "scratch"}, "a deletion waits delete_after before it reaches the standby"
+    assert "localqueues.kueue.x-k8s.io/v1beta2 team/scratch" in outcomes[-1][2].deferred
+
+
+def _kueue(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "/".join(KUEUE), "kind": kind, "metadata": {"name": name}, "spec": spec}

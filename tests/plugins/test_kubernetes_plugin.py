@@ -21,7 +21,7 @@ from drtool.backup import run_backup
 from drtool.errors import SourceError, UsageError
 from drtool.kube.discovery import ResourceType
 from drtool.kube.order import PRIORITIES, levels
-from drtool.kube.skips import SKIPPED_RESOURCES
+from drtool.kube.skips import SKIPPED_NAMESPACES, SKIPPED_RESOURCES
 from drtool.plugin.contract import Plugin
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
@@ -305,7 +305,7 @@ def test_restore_order_is_data_with_reasons() -> None:
 
 def test_docs_explain_every_skip_and_every_level() -> None:
     docs = (Path(__file__).parents[2] / "docs" / "kubernetes.md").read_text()
-    for resource in SKIPPED_RESOURCES:
+    for resource in [*SKIPPED_RESOURCES, *SKIPPED_NAMESPACES]:
         assert f"`{resource}`" in docs, resource
     for patterns, _ in PRIORITIES:
         for pattern in patterns:
