@@ -52,9 +52,3 @@ def collect(client: KubeClient, page_size: int) -> tuple[Facts, set[str]]:
     domain_facts.ingresses(facts, _items(client, "/apis/networking.k8s.io/v1/ingresses", page_size))
     domain_facts.dns_suffix(facts, _coredns(client))
     return facts, with_selector
-
-
-def selector_services(client: KubeClient, page_size: int) -> set[str]:
-    """The ``ns/name`` of Services with a selector (their Endpoints are derived data a backup skips), for a
-    follower that needs the rule but not the facts."""
-    return domain_facts.services(Facts(), _items(client, "/api/v1/services", page_size))
