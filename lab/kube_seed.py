@@ -474,19 +474,33 @@ class _Seeder:
 
 
 def wait_established(client: KubeClient, names: Iterable[str], timeout: float = 60.0) -> None:
-    """Wait until every CRD is Established (its REST endpoint serves), as `kubectl wait` would."""
+    """Wait until every CRD is Established and each served version is in discovery, as `kubectl wait` and a
+    controller's REST mapper need: Kueue reads discovery at start and exits on a kind not yet listed there
+    ("no matches for kind Workload"), which the API server can still say for a moment after Established."""
     pending = set(names)
     deadline = time.monotonic() + timeout
     while pending:
         for name in sorted(pending):
             crd = client.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
             conditions = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []}
-            if conditions.get("Established") == "True":
+            if conditions.get("Established") == "True" and _in_discovery(client, crd):
                 pending.discard(name)
         if pending and time.monotonic() > deadline:
             raise SourceError(f"CRDs not Established after {timeout:.0f}s: {', '.join(sorted(pending))}")
         if pending:
             time.sleep(0.2)
+
+
+def _in_discovery(client: KubeClient, crd: Obj) -> bool:
+    spec = crd["spec"]
+    for version in (v["name"] for v in spec["versions"] if v.get("served")):
+        resp = client.request("GET", f"/apis/{spec['group']}/{version}")
+        if resp.status_code == 404:
+            return False
+        _raise_for(resp, "discovering", crd)
+        if spec["names"]["plural"] not in {r.get("name") for r in resp.json().get("resources") or []}:
+            return False
+    return True
 
 
 def wait_queue_verdicts(client: KubeClient, timeout: float = 120.0) -> None:

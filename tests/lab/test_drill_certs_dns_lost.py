@@ -10,6 +10,8 @@ resolve again at the lab's bind9 (dnspython).
 from __future__ import annotations
 
 import base64
+import datetime as dt
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,6 +62,21 @@ def lab(lab_root: Path) -> Iterator[Lab]:
         lab.down()
 
 
+def quiet_requests(kubeconfig: str, quiet_s: float = 3.0, timeout: float = 120.0) -> None:
+    """Wait until cert-manager has made no CertificateRequest for ``quiet_s``: what it does about the freshly
+    seeded Certificates belongs before the backup (the restore's check counts requests made since the backup,
+    to whole seconds; a backup within a second of the seed counted cert-manager's first ones)."""
+    api = client.CustomObjectsApi(config.new_client_from_config(config_file=kubeconfig))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        items = api.list_cluster_custom_object("cert-manager.io", "v1", "certificaterequests")["items"]
+        made = [dt.datetime.fromisoformat(i["metadata"]["creationTimestamp"].replace("Z", "+00:00")) for i in items]
+        if not made or (dt.datetime.now(dt.UTC) - max(made)).total_seconds() >= quiet_s:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"cert-manager still making CertificateRequests after {timeout:.0f}s")
+
+
 def answer(bind: Bind9Server, name: str, rdtype: str) -> list[str]:
     query = dns.message.make_query(f"{name}.{ZONE}.", rdtype)
     response = dns.query.tcp(query, "127.0.0.1", port=bind.port, timeout=10)
@@ -81,6 +98,7 @@ def test_issuer_secrets_and_zone_records_lost_come_back_with_no_certificate_reis
     target = support.target(lab)
     bind = lab.first(Bind9Server.kind)
     assert isinstance(bind, Bind9Server)
+    quiet_requests(target["kubeconfig"])
     monkeypatch.setenv("DRTOOL_FILE_FOLDERS", str(bind.path))  # the plan names the TSIG file: the operator allows it
     repo = Repository.init(LocalBackend(tmp_path / "store"), passphrase=PASSPHRASE)
     manifest = run_backup(repo, [get_plugin("dns-certs")], {"dns-certs": source})

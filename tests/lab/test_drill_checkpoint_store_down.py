@@ -27,10 +27,11 @@ from drtool.catalog import Catalog
 from drtool.catalog.runs import RunLog
 from drtool.catalog.scenarios import ScenarioLog
 from drtool.drills import matrix
-from drtool.drills.checkpoint_store_down import CheckpointStoreDown, answers
+from drtool.drills.checkpoint_store_down import CheckpointStoreDown
 from drtool.drills.run import run_drill
 from drtool.plans.validate import check_file
 from drtool.plugin.manager import get_plugin, load_plugins
+from drtool.probe import reachable
 from drtool.repo.repository import Repository
 from tests.fixtures.core import PASSPHRASE
 
@@ -85,7 +86,7 @@ def test_the_checkpoint_store_stopped_mid_save_is_recovered_from_the_last_comple
 
     print(f"figures: RPO {row.rpo_s}s, {row.rpo_steps} steps; time to service {row.time_to_service_s}s")  # docs
     assert row.ok, (row.error, row.checks)
-    assert not answers(store.api_url)  # the drill never needed the store that stopped
+    assert not reachable(store.api_url)  # the drill never needed the store that stopped
     checks = {c["name"]: c for c in row.to_dict()["checks"]}
     resumed = next(c for name, c in checks.items() if "training-resumes" in name)
     assert "resumed from step 20, the last complete checkpoint; step 30 torn and not used" in resumed["detail"]
