@@ -147,7 +147,7 @@ def run_drill(
         checks=json.dumps(
             [
                 {"name": c.name, "ok": c.ok, "detail": c.detail, "facts": getattr(c, "facts", {})}
-                for c in [*run.checks, *judged]
+                for c in [*(c for s in run.failed for c in s.checks if not c.ok), *run.checks, *judged]
             ],
             default=str,
         ),

@@ -30,6 +30,10 @@ from .restore import Options, check_references
 
 MAX_LISTED = 5
 SETTLE_POLL = 0.5  # seconds between reads of Kueue's verdicts while they settle
+# Kueue re-judges a queue only once its informers have seen the flavors and checks the queue names; on a
+# loaded control plane that took over 30 s (the default settle) after an in-place restore, so a queue's
+# verdict is waited for at least this long before a new Inactive counts as a failure.
+VERDICT_WAIT = 120.0
 
 
 def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
@@ -56,7 +60,8 @@ def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[
     allowed = set(opts.allow_missing)
     checks.append(_guard("references", lambda: references_resolve(bundle, client, here, allowed)))
     was = dict(ctx.plugin_meta.get("inactive_in_source") or {})
-    checks.append(_guard("ClusterQueues Active", lambda: settled_queues(bundle, client, here, was, until)))
+    verdicts_until = settle_deadline(max(opts.base.settle, VERDICT_WAIT)) if opts.base.settle else until
+    checks.append(_guard("ClusterQueues Active", lambda: settled_queues(bundle, client, here, was, verdicts_until)))
     return checks
 
 
