@@ -6,8 +6,10 @@ OCI registry and cert-manager's controllers, all against one set of ``k8s.io/*``
 shared dependencies compile once; ``gomod/kueue`` builds Kueue, whose job integrations do not compile
 against ``k8s.io/api`` v0.37; ``gomod/velero`` builds Velero and its AWS object-store plugin, because
 Velero's replace of kopia (with its fork) only takes effect in a main module; ``gomod/kuberay`` builds
-KubeRay's operator against its own ``k8s.io/*`` v0.34 set. KubeRay is opt-in (``opt_in``: `drtool lab up
---with kuberay`), so ``python -m drtool_lab.build lab`` and ordinary living labs do not build it. Each module's
+KubeRay's operator against its own ``k8s.io/*`` v0.34 set; ``gomod/argocd`` builds Argo CD (one binary that is
+its application controller and repo-server by name) with Argo CD's replace block, and the in-memory Redis its
+caches use. KubeRay and Argo CD are opt-in (``opt_in``: `drtool lab up --with kuberay` or `--with argocd`), so
+``python -m drtool_lab.build lab`` and ordinary living labs do not build them. Each module's
 ``go.mod``/``go.sum`` is the pin: a binary's version is the version its upstream module has there, and its
 cache name also carries a hash of ``go.sum``, so any change to the pin builds anew. The missing binaries asked
 for at once are built by one ``go build`` per module (parallel compile and links, one progress report), under
@@ -71,6 +73,8 @@ _KUBE = "k8s.io/kubernetes"
 _VELERO = "github.com/vmware-tanzu/velero"
 _VELERO_AWS = "github.com/vmware-tanzu/velero-plugin-for-aws"
 _KUBERAY = "github.com/ray-project/kuberay/ray-operator"
+_ARGOCD = "github.com/argoproj/argo-cd/v3"
+_LAB_REDIS = "drtool/lab/gomod/argocd/cmd/lab-redis"  # miniredis as a server: the Redis of the lab's Argo CD
 BINARIES: dict[str, LabBinary] = {
     b.name: b
     for b in (
@@ -88,6 +92,8 @@ BINARIES: dict[str, LabBinary] = {
         LabBinary("velero", f"{_VELERO}/cmd/velero", _VELERO, "velero"),
         LabBinary("velero-plugin-for-aws", f"{_VELERO_AWS}/velero-plugin-for-aws", _VELERO_AWS, "velero"),
         LabBinary("ray-operator", _KUBERAY, _KUBERAY, "kuberay", opt_in=True),
+        LabBinary("argocd", f"{_ARGOCD}/cmd", _ARGOCD, "argocd", opt_in=True),
+        LabBinary("lab-redis", _LAB_REDIS, "github.com/alicebob/miniredis/v2", "argocd", opt_in=True),
     )
 }
 # what `python -m drtool_lab.build lab` builds: every binary but the opt-in operators
@@ -170,6 +176,10 @@ def _ldflags(gomod: str) -> str:
         flags.append(f"-X {_VELERO}/pkg/buildinfo.GitTreeState=clean")
     elif gomod == "kueue":
         flags.append(f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={required_version(gomod, 'sigs.k8s.io/kueue')}")
+    elif gomod == "argocd":  # what Argo CD's Makefile sets (its version file, a clean tree)
+        version = required_version(gomod, _ARGOCD)
+        flags += [f"-X {_ARGOCD}/common.{k}={v}" for k, v in (("version", version[1:]), ("gitTag", version))]
+        flags.append(f"-X {_ARGOCD}/common.gitTreeState=clean")
     # KubeRay's version is a constant in its source: nothing to stamp
     return " ".join(flags)
 

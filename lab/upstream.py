@@ -120,12 +120,13 @@ MODULES: dict[str, Upstream] = {
         ("config/crd/bases/*.yaml",),
         seeded=False,
     ),
-    # GitOps controllers, for the holds' tests only (their modules need Go 1.27: no controller is built here)
+    # GitOps controllers, for the holds' tests: Argo CD is also an opt-in lab component (`--with argocd`, built in
+    # gomod/argocd at this version); Flux's controllers do not build here (docs/lab-builds.md)
     "argo-cd": Upstream(
         "github.com/argoproj/argo-cd/v3",
         "v3.6.2",
         "h1:t6RQrVV4hg9M0+lPMsUvi9e4RnYV9dE99/guXGxG6Lc=",
-        ("manifests/crds/application-crd.yaml",),
+        ("manifests/crds/application-crd.yaml", "manifests/crds/appproject-crd.yaml"),
         seeded=False,
     ),
     "flux-kustomize": Upstream(

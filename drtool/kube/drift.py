@@ -75,11 +75,14 @@ def _read(client: KubeClient, t: ResourceType, keys: set[str]) -> Iterable[Obj]:
 def reconciled(app: Obj, since: datetime) -> bool:
     """Whether a GitOps app reports a reconcile that finished after ``since``: a Flux object has observed its
     current generation (the release changed its spec) and says Ready True or False; an Argo CD Application
-    was reconciled (``status.reconciledAt``) at or after ``since`` and runs no sync operation."""
+    was reconciled (``status.reconciledAt``) at or after ``since`` and has no sync operation requested or
+    running. Argo CD writes ``reconciledAt`` in the same update that requests an automated sync
+    (``operation``), before its operation processor starts it (argo-cd v3.6.2, found with the real
+    controller: tests/plugins/test_argocd_holds.py), so a requested operation is not a result yet."""
     status = app.get("status") or {}
     if app.get("kind") == "Application":
         at = status.get("reconciledAt")
-        running = (status.get("operationState") or {}).get("phase") == "Running"
+        running = (status.get("operationState") or {}).get("phase") == "Running" or bool(app.get("operation"))
         return bool(at) and _time(at) >= since.replace(microsecond=0) and not running
     generation = (app.get("metadata") or {}).get("generation")
     ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
@@ -111,8 +114,10 @@ def wait_reconciled(
 
 
 def changes(before: Snapshot, after: Snapshot) -> list[str]:
-    """Objects created or deleted between the two reads, and each field changed or added in between by a
-    manager other than drtool's release (status aside), with the manager that owns the new value."""
+    """Objects created or deleted between the two reads (or being deleted: a prune whose finalizers have not
+    run yet, as Argo CD's foreground deletes leave until the garbage collector ends them), and each field
+    changed or added in between by a manager other than drtool's release (status aside), with the manager
+    that owns the new value."""
     lines = []
     for key in sorted(set(before.objects) | set(after.objects)):
         t, was = before.objects.get(key) or after.objects[key]
@@ -121,6 +126,11 @@ def changes(before: Snapshot, after: Snapshot) -> list[str]:
             lines.append(f"{label}: deleted")
             continue
         now = after.objects[key][1]
+        deleting = (now.get("metadata") or {}).get("deletionTimestamp")
+        if deleting and not (was.get("metadata") or {}).get("deletionTimestamp"):
+            finalizers = ", ".join((now.get("metadata") or {}).get("finalizers") or [])
+            lines.append(f"{label}: being deleted (finalizers: {finalizers})")
+            continue
         if key not in before.objects:
             who = sorted({m.name for m in managers(now)}) or ["(no manager)"]
             lines.append(f"{label}: created by {', '.join(who)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drtool_lab.components.argocd import ArgoCDController, ArgoCDRedis, ArgoCDRepoServer
 from drtool_lab.components.bind9 import Bind9Server
 from drtool_lab.components.cert_manager import CertManagerController
 from drtool_lab.components.git_server import GitServer
@@ -23,6 +24,9 @@ from drtool.servers.etcd import EtcdServer
 from drtool.servers.openbao import OpenBaoServer
 
 KINDS: dict[str, type[Component]] = {
+    ArgoCDController.kind: ArgoCDController,
+    ArgoCDRedis.kind: ArgoCDRedis,
+    ArgoCDRepoServer.kind: ArgoCDRepoServer,
     Bind9Server.kind: Bind9Server,
     CertManagerController.kind: CertManagerController,
     EtcdServer.kind: EtcdServer,

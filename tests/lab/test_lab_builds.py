@@ -20,6 +20,7 @@ from drtool.errors import SourceError, UsageError
 
 def test_crd_pins_are_the_versions_the_controllers_are_built_from() -> None:
     built = {"kueue": "kueue", "kwok": "lab", "cert-manager": "lab", "velero": "velero", "kuberay": "kuberay"}
+    built |= {"argo-cd": "argocd"}
     for key, gomod in built.items():
         pin = upstream.MODULES[key]
         assert gomods.required_version(gomod, pin.module) == pin.version, key
@@ -33,10 +34,12 @@ def test_crd_pins_are_the_versions_the_controllers_are_built_from() -> None:
 
 
 def test_opt_in_operators_are_not_built_with_every_lab() -> None:
-    """KubeRay is built when a lab asks for it (`--with kuberay`), not by `python -m drtool_lab.build lab`."""
+    """KubeRay and Argo CD are built when a lab asks for them (`--with kuberay`, `--with argocd`), not by
+    `python -m drtool_lab.build lab`."""
     assert gomods.BINARIES["ray-operator"].version == "v1.5.0" and gomods.BINARIES["ray-operator"].opt_in
-    assert "ray-operator" not in gomods.LAB_BINARIES and "kueue" in gomods.LAB_BINARIES
-    assert "kuberay" in OPT_IN_KINDS and "kuberay" not in LIVING_KINDS
+    assert gomods.BINARIES["argocd"].version == "v3.6.2" and gomods.BINARIES["lab-redis"].opt_in
+    assert not {"ray-operator", "argocd", "lab-redis"} & set(gomods.LAB_BINARIES) and "kueue" in gomods.LAB_BINARIES
+    assert {"kuberay", "argocd"} <= set(OPT_IN_KINDS) and not {"kuberay", "argocd"} & set(LIVING_KINDS)
 
 
 def test_binaries_are_cached_by_version_and_pin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
