@@ -52,6 +52,10 @@ python -m drtool_lab.build kube-apiserver@v1.35.4 kube-apiserver@v1.38.0-beta.0 
 # (k8s.io/* v0.34), 134 s user + 32 s system CPU with this machine's Go caches, so 1.5-3 min on an idle 2-core
 # machine cold (docs/lab-builds.md, "KubeRay")
 python -m drtool_lab.build ray-operator >/dev/null
+# Argo CD (opt-in lab component) for tests/plugins/test_argocd_holds.py: its own module (Go 1.27.3, k8s.io/* v0.37.0),
+# one `argocd` binary and miniredis; about 540 CPU-seconds cold, so 4-5 min on an idle 2-core machine, 40 s with
+# Go's build cache warm (docs/lab-builds.md, "Argo CD")
+python -m drtool_lab.build argocd lab-redis >/dev/null
 python -c "from drtool_lab.plugins.helm import helm_cli; helm_cli()" >/dev/null  # Helm CLI for test_helm: ~3 min cold
 if [ "$(id -u)" = 0 ]; then  # test_image (root only): Debian base + pinned wheels, ~1.5 min cold
   python -m tests.fixtures.image >/dev/null

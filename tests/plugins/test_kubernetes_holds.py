@@ -152,8 +152,8 @@ AUTOMATED = {"prune": True, "selfHeal": True}
 
 @pytest.fixture
 def gitops(lab_root: Path, request: pytest.FixtureRequest) -> Iterator[KubeLab]:
-    """An API server with Argo CD's Application and Flux's Kustomization CRDs from their pinned modules. Their
-    controllers are not run: both modules need Go 1.27, the lab builds with 1.26."""
+    """An API server with Argo CD's Application and Flux's Kustomization CRDs from their pinned modules, and no
+    controller: Flux's do not build here (docs/lab-builds.md); the real Argo CD runs in test_argocd_holds.py."""
     kube = start_kube_lab(lab_root, lab_name("gitops", request))
     try:
         install_crds(SeedClient(kube.apiserver.access()), ["argo-cd", "flux-kustomize"])
