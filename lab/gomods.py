@@ -6,8 +6,11 @@ OCI registry and cert-manager's controllers, all against one set of ``k8s.io/*``
 shared dependencies compile once; ``gomod/kueue`` builds Kueue, whose job integrations do not compile
 against ``k8s.io/api`` v0.37; ``gomod/velero`` builds Velero and its AWS object-store plugin, because
 Velero's replace of kopia (with its fork) only takes effect in a main module; ``gomod/kuberay`` builds
-KubeRay's operator against its own ``k8s.io/*`` v0.34 set. KubeRay is opt-in (``opt_in``: `drtool lab up
---with kuberay`), so ``python -m drtool_lab.build lab`` and ordinary living labs do not build it. Each module's
+KubeRay's operator against its own ``k8s.io/*`` v0.34 set; ``gomod/trainer`` builds Kubeflow Trainer v2's controller
+manager (controller-runtime v0.23) and ``gomod/jobset`` the JobSet controller it pins (whose webhooks need
+controller-runtime v0.22), each against its own ``k8s.io/*`` v0.35 set. KubeRay, Trainer and JobSet are
+opt-in (``opt_in``: `drtool lab up --with kuberay`, `--with trainer`), so ``python -m drtool_lab.build lab`` and
+ordinary living labs do not build them. Each module's
 ``go.mod``/``go.sum`` is the pin: a binary's version is the version its upstream module has there, and its
 cache name also carries a hash of ``go.sum``, so any change to the pin builds anew. The missing binaries asked
 for at once are built by one ``go build`` per module (parallel compile and links, one progress report), under
@@ -71,6 +74,8 @@ _KUBE = "k8s.io/kubernetes"
 _VELERO = "github.com/vmware-tanzu/velero"
 _VELERO_AWS = "github.com/vmware-tanzu/velero-plugin-for-aws"
 _KUBERAY = "github.com/ray-project/kuberay/ray-operator"
+_TRAINER = "github.com/kubeflow/trainer/v2"
+_JOBSET = "sigs.k8s.io/jobset"
 BINARIES: dict[str, LabBinary] = {
     b.name: b
     for b in (
@@ -88,6 +93,10 @@ BINARIES: dict[str, LabBinary] = {
         LabBinary("velero", f"{_VELERO}/cmd/velero", _VELERO, "velero"),
         LabBinary("velero-plugin-for-aws", f"{_VELERO_AWS}/velero-plugin-for-aws", _VELERO_AWS, "velero"),
         LabBinary("ray-operator", _KUBERAY, _KUBERAY, "kuberay", opt_in=True),
+        LabBinary(
+            "trainer-controller-manager", f"{_TRAINER}/cmd/trainer-controller-manager", _TRAINER, "trainer", opt_in=True
+        ),
+        LabBinary("jobset", _JOBSET, _JOBSET, "jobset", opt_in=True),  # its main package is the module's root
     )
 }
 # what `python -m drtool_lab.build lab` builds: every binary but the opt-in operators
@@ -170,6 +179,8 @@ def _ldflags(gomod: str) -> str:
         flags.append(f"-X {_VELERO}/pkg/buildinfo.GitTreeState=clean")
     elif gomod == "kueue":
         flags.append(f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={required_version(gomod, 'sigs.k8s.io/kueue')}")
+    elif gomod == "jobset":  # what JobSet's Makefile stamps; Trainer's manager reports no version
+        flags.append(f"-X {_JOBSET}/pkg/version.GitVersion={required_version(gomod, _JOBSET)}")
     # KubeRay's version is a constant in its source: nothing to stamp
     return " ".join(flags)
 
