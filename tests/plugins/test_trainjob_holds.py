@@ -10,8 +10,10 @@ checkpoint are deleted. The restore writes the checkpoints back, and the TrainJo
 suspended TrainJob a suspended JobSet, JobSet gives it a suspended Job, and no pod exists. The release lets
 them run: the pod is the lab node's (label ``drtool.dev/check``, lab/node.py), which runs the real lab trainer
 in it, and the trainer reports the step it resumed from: 20, the restored checkpoint (the torn 30 was not
-backed up). In the source phase the lab has no node for such pods (it is started for the restored cluster),
-so the source's pod waits unscheduled-to-run, as a pod pulling its image would.
+backed up). Then the finished run (Trainer marks it ``Complete``) is backed up and restored once more, into
+another namespace: it comes back as a record (``drtool.dev/completed``), the release leaves it held, and no
+pod runs. In the source phase the lab has no node for such pods (it is started for the restored cluster),
+so the source's pod waits, as a pod pulling its image would.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from drtool_lab.lab import BARE_KINDS
 from drtool_plugins.checkpoints.resume_check import CHECK_LABEL
 from kubernetes import client
 
-from drtool.kube.holds import HELD
+from drtool.kube.holds import COMPLETED, HELD
 from drtool.plugin.manager import get_plugin
 from drtool.repo.repository import Repository
 from drtool.repo.writer import BackupSession
@@ -38,6 +40,7 @@ from tests.fixtures.kube import KubeLab, start_kube_lab, wait_for
 
 KINDS = (*BARE_KINDS, "kube-controller-manager", "kube-scheduler", "kwok", "minio", "trainer")  # trainer brings jobset
 NS = "ml"
+AGAIN = "ml-again"  # where the finished run is restored once more
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 JOBSET = ("jobset.x-k8s.io", "v1alpha2")
 BUCKET, PREFIX = "training", "runs"
@@ -94,8 +97,14 @@ def _trainjob(location: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def _items(custom: Any, api: tuple[str, str], plural: str) -> list[dict[str, Any]]:
-    return custom.list_namespaced_custom_object(*api, NS, plural)["items"]
+def _items(custom: Any, api: tuple[str, str], plural: str, ns: str = NS) -> list[dict[str, Any]]:
+    return custom.list_namespaced_custom_object(*api, ns, plural)["items"]
+
+
+def _trainjob_when(custom: Any, ns: str, condition: str) -> dict[str, Any] | None:
+    """The TrainJob ``mlp`` in ``ns`` once its ``condition`` is True (None before)."""
+    trainjob = custom.get_namespaced_custom_object(*TRAINER, ns, "trainjobs", "mlp")
+    return trainjob if _condition(trainjob, condition) == "True" else None
 
 
 def _condition(obj: dict[str, Any], kind: str) -> str | None:
@@ -147,14 +156,7 @@ def test_restored_trainjob_runs_nothing_until_released_then_resumes_from_the_res
         def held_jobs() -> list[Any]:  # JobSet has made the suspended JobSet's Job, suspended
             return [j for j in batch.list_namespaced_job(NS).items if j.spec.suspend]
 
-        trainjob = wait_for(
-            lambda: (
-                _condition(custom.get_namespaced_custom_object(*TRAINER, NS, "trainjobs", "mlp"), "Suspended") == "True"
-                and custom.get_namespaced_custom_object(*TRAINER, NS, "trainjobs", "mlp")
-            ),
-            "Trainer settling the held TrainJob as Suspended",
-            120,
-        )
+        trainjob = wait_for(lambda: _trainjob_when(custom, NS, "Suspended"), "Trainer settling the held TrainJob", 120)
         assert trainjob["spec"]["suspend"] is True and HELD in trainjob["metadata"]["annotations"]
         (jobset,) = wait_for(lambda: _items(custom, JOBSET, "jobsets"), "Trainer making the held TrainJob's JobSet", 99)
         assert jobset["spec"]["suspend"] is True  # made by Trainer from the restored TrainJob, held with it
@@ -176,3 +178,21 @@ def test_restored_trainjob_runs_nothing_until_released_then_resumes_from_the_res
         report = json.loads(state.state.terminated.message)
         assert report["resumed_from_step"] == 20  # the restored checkpoint; the torn 30 was never backed up
         assert len(report["losses"]) == 3
+
+        # the finished run, backed up and restored once more (another namespace): a record, never run again
+        wait_for(lambda: _trainjob_when(custom, NS, "Complete"), "Trainer marking the resumed TrainJob Complete", 120)
+        with BackupSession(repo) as session:
+            assert session.run_plugin(kube_plugin, cluster).status == "ok"
+            finished_run = session.commit()
+        core.create_namespace({"metadata": {"name": AGAIN}})
+        options = {"transforms": {"namespaces": {NS: AGAIN}}}
+        target = {"kubeconfig": lab.kubeconfig}
+        record = run_restore(repo, finished_run, kube_plugin, target, options={**options, "settle": 5})
+        assert record.verified, [(c.name, c.detail) for c in record.checks if not c.ok]
+        trainjob = wait_for(lambda: _trainjob_when(custom, AGAIN, "Suspended"), "Trainer settling the record", 120)
+        assert COMPLETED in trainjob["metadata"]["annotations"] and trainjob["spec"]["suspend"] is True
+        released = run_restore(repo, finished_run, kube_plugin, target, options={**options, "release": True})
+        assert "released 0 held object(s)" in released.result.summary, released.result.summary
+        assert "1 completed Job(s) kept as records, not re-run" in released.result.summary
+        assert all(js["spec"]["suspend"] for js in _items(custom, JOBSET, "jobsets", AGAIN))  # none, or held
+        assert not core.list_namespaced_pod(AGAIN).items
