@@ -8,8 +8,11 @@ against ``k8s.io/api`` v0.37; ``gomod/velero`` builds Velero and its AWS object-
 Velero's replace of kopia (with its fork) only takes effect in a main module; ``gomod/kuberay`` builds
 KubeRay's operator against its own ``k8s.io/*`` v0.34 set; ``gomod/argocd`` builds Argo CD (one binary that is
 its application controller and repo-server by name) with Argo CD's replace block, and the in-memory Redis its
-caches use. KubeRay and Argo CD are opt-in (``opt_in``: `drtool lab up --with kuberay` or `--with argocd`), so
-``python -m drtool_lab.build lab`` and ordinary living labs do not build them. Each module's
+caches use; ``gomod/trainer`` builds Kubeflow Trainer v2's controller manager (controller-runtime v0.23) and
+``gomod/jobset`` the JobSet controller it pins (whose webhooks need controller-runtime v0.22), each against its
+own ``k8s.io/*`` v0.35 set. KubeRay, Argo CD, Trainer and JobSet are opt-in (``opt_in``: `drtool lab up --with
+kuberay`, `--with argocd`, `--with trainer`), so ``python -m drtool_lab.build lab`` and ordinary living labs do
+not build them. Each module's
 ``go.mod``/``go.sum`` is the pin: a binary's version is the version its upstream module has there, and its
 cache name also carries a hash of ``go.sum``, so any change to the pin builds anew. The missing binaries asked
 for at once are built by one ``go build`` per module (parallel compile and links, one progress report), under
@@ -75,6 +78,8 @@ _VELERO_AWS = "github.com/vmware-tanzu/velero-plugin-for-aws"
 _KUBERAY = "github.com/ray-project/kuberay/ray-operator"
 _ARGOCD = "github.com/argoproj/argo-cd/v3"
 _LAB_REDIS = "drtool/lab/gomod/argocd/cmd/lab-redis"  # miniredis as a server: the Redis of the lab's Argo CD
+_TRAINER = "github.com/kubeflow/trainer/v2"
+_JOBSET = "sigs.k8s.io/jobset"
 BINARIES: dict[str, LabBinary] = {
     b.name: b
     for b in (
@@ -94,6 +99,10 @@ BINARIES: dict[str, LabBinary] = {
         LabBinary("ray-operator", _KUBERAY, _KUBERAY, "kuberay", opt_in=True),
         LabBinary("argocd", f"{_ARGOCD}/cmd", _ARGOCD, "argocd", opt_in=True),
         LabBinary("lab-redis", _LAB_REDIS, "github.com/alicebob/miniredis/v2", "argocd", opt_in=True),
+        LabBinary(
+            "trainer-controller-manager", f"{_TRAINER}/cmd/trainer-controller-manager", _TRAINER, "trainer", opt_in=True
+        ),
+        LabBinary("jobset", _JOBSET, _JOBSET, "jobset", opt_in=True),  # its main package is the module's root
     )
 }
 # what `python -m drtool_lab.build lab` builds: every binary but the opt-in operators
@@ -180,6 +189,8 @@ def _ldflags(gomod: str) -> str:
         version = required_version(gomod, _ARGOCD)
         flags += [f"-X {_ARGOCD}/common.{k}={v}" for k, v in (("version", version[1:]), ("gitTag", version))]
         flags.append(f"-X {_ARGOCD}/common.gitTreeState=clean")
+    elif gomod == "jobset":  # what JobSet's Makefile stamps; Trainer's manager reports no version
+        flags.append(f"-X {_JOBSET}/pkg/version.GitVersion={required_version(gomod, _JOBSET)}")
     # KubeRay's version is a constant in its source: nothing to stamp
     return " ".join(flags)
 

@@ -521,10 +521,12 @@ def wait_queue_verdicts(client: KubeClient, timeout: float = 120.0) -> None:
         time.sleep(0.2)
 
 
-def install_crds(client: KubeClient, modules: Iterable[str]) -> list[str]:
-    """Create (if missing) the CRDs of the pinned upstream ``modules`` and wait until they are Established,
-    as `kubectl apply -f crds/ && kubectl wait --for condition=Established` would. Returns their names."""
-    docs = upstream.crds(modules)
+def install_crds(client: KubeClient, modules: Iterable[str], files: Iterable[str] = ()) -> list[str]:
+    """Create (if missing) the CRDs of the pinned upstream ``modules`` (those of their ``files`` globs, when
+    given, else those the table names) and wait until they are Established, as `kubectl apply -f crds/ &&
+    kubectl wait --for condition=Established` would. Returns their names."""
+    files = tuple(files)
+    docs = [d for m in modules for d in upstream.yaml_docs(m, files)] if files else upstream.crds(modules)
     for doc in docs:
         client.create(doc, read_existing=False)
     names = [d["metadata"]["name"] for d in docs]

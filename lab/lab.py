@@ -39,9 +39,9 @@ LIVING_KINDS: tuple[str, ...] = (
     "kueue",
     "cert-manager",
 )
-# operators a living lab runs only when asked (`drtool lab up --with kuberay`, `--with argocd`): their builds are
-# minutes each, and ordinary labs and tests do not need them
-OPT_IN_KINDS: tuple[str, ...] = ("kuberay", "argocd")
+# operators a living lab runs only when asked (`drtool lab up --with kuberay`, `--with argocd`, `--with trainer`,
+# which brings jobset): their builds are minutes each, and ordinary labs and tests do not need them
+OPT_IN_KINDS: tuple[str, ...] = ("kuberay", "argocd", "jobset", "trainer")
 
 # control-plane servers that must match the API server's release: built for KUBE_VERSION only
 DEFAULT_RELEASE_ONLY: tuple[str, ...] = ("kube-controller-manager", "kube-scheduler")

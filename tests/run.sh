@@ -56,6 +56,10 @@ python -m drtool_lab.build ray-operator >/dev/null
 # one `argocd` binary and miniredis; about 540 CPU-seconds cold, so 4-5 min on an idle 2-core machine, 40 s with
 # Go's build cache warm (docs/lab-builds.md, "Argo CD")
 python -m drtool_lab.build argocd lab-redis >/dev/null
+# Kubeflow Trainer v2.2.0 and JobSet v0.11.1 (opt-in lab components, `--with trainer`) for
+# tests/plugins/test_trainjob_holds.py: two modules (k8s.io/* v0.35, controller-runtime v0.23 and v0.22), about
+# 330 CPU-seconds cold, so 3-4 min on an idle 2-core machine (docs/lab-builds.md, "Kubeflow Trainer and JobSet")
+python -m drtool_lab.build trainer-controller-manager jobset >/dev/null
 python -c "from drtool_lab.plugins.helm import helm_cli; helm_cli()" >/dev/null  # Helm CLI for test_helm: ~3 min cold
 if [ "$(id -u)" = 0 ]; then  # test_image (root only): Debian base + pinned wheels, ~1.5 min cold
   python -m tests.fixtures.image >/dev/null

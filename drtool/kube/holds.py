@@ -14,12 +14,14 @@ backup's value), so a release needs nothing but the target cluster and puts back
 - a workload Kueue manages (label ``kueue.x-k8s.io/queue-name``) also loses that label while held: Kueue
   admits a suspended Job and unsuspends it itself, so the label is what keeps Kueue away until the release,
   which gives the label back and leaves the workload suspended for Kueue to admit and resume;
-- an object owned by another restored object (a JobSet's Jobs, a TrainJob's JobSet) is left to its owner:
-  holding the owner holds it, and releasing it is the owner controller's job; a RayJob's RayCluster is not
-  restored at all (``drtool.kube.skips``): the RayJob names a new cluster when it runs, so KubeRay would run
-  the old one beside it, unheld;
-- a Job that had completed in the source (condition ``Complete``) is restored as a record: held like the
-  others, marked ``COMPLETED`` with its completion time, and never released (it does not run again).
+- any other object owned by another restored object is left to its owner (its ownerReferences relinked to the
+  owner's new uid): holding the owner holds it, and releasing it is the owner controller's job;
+- a Job, TrainJob or JobSet that had completed in the source (condition ``Complete``, or ``Completed`` for a
+  JobSet: ``DONE_CONDITIONS``) is restored as a record: held like the others, marked ``COMPLETED`` with its
+  completion time, and never released (it does not run again);
+- what an operator makes from its object (a TrainJob's JobSet, a JobSet's Jobs, a RayJob's RayCluster) is not
+  restored at all (``drtool.kube.skips``): the operator makes it again from the restored object, held with it
+  (Trainer gives a suspended TrainJob a suspended JobSet, whose Jobs JobSet creates suspended: no pod runs).
 
 The kubernetes plugin applies ``hold`` to the backup's objects on its restore path and to the backup side of
 its verification (``hold: false`` turns it off); its ``release: true`` step calls ``release``.
@@ -119,13 +121,27 @@ def _selects_a_cluster(obj: Obj, t: ResourceType) -> bool:
     return (t.group, t.kind) == ("ray.io", "RayJob") and bool((obj.get("spec") or {}).get("clusterSelector"))
 
 
+# (API group, kind) -> the condition type that says it ran to its end (a Job's ``completionTime`` kept too)
+DONE_CONDITIONS: dict[tuple[str, str], str] = {
+    ("batch", "Job"): "Complete",
+    ("trainer.kubeflow.org", "TrainJob"): "Complete",  # Trainer v2: TrainJobComplete
+    ("jobset.x-k8s.io", "JobSet"): "Completed",  # JobSet: JobSetCompleted
+}
+
+
 def completed(record: Obj, t: ResourceType) -> str:
-    """The completion time of a Job that had completed in the source ("" for anything else)."""
-    if (t.group, t.kind) != ("batch", "Job"):
+    """When a Job, TrainJob or JobSet that had completed in the source completed ("" for anything else).
+
+    Status is not restored: without this, the restored copy of a finished run starts from the beginning the
+    moment it is released (velero #3519)."""
+    done_type = DONE_CONDITIONS.get((t.group, t.kind))
+    if done_type is None:
         return ""
     status = record.get("status") or {}
-    done = any(c.get("type") == "Complete" and c.get("status") == "True" for c in status.get("conditions") or [])
-    return str(status.get("completionTime") or "complete") if done else ""
+    done = [c for c in status.get("conditions") or [] if c.get("type") == done_type and c.get("status") == "True"]
+    if not done:
+        return ""
+    return str(status.get("completionTime") or done[0].get("lastTransitionTime") or "complete")
 
 
 def release_patch(live: Obj) -> tuple[Obj, str] | None:

@@ -85,13 +85,27 @@ def _workload(obj: Obj) -> str | None:
     return None
 
 
-def _kuberay_made(obj: Obj) -> str | None:
-    """What KubeRay made for a Ray object (a RayJob's RayCluster and submitter Job, a RayCluster's head Service
-    and pods), of any type. A RayJob names a new cluster when it runs: a restored copy of the old one would run
-    beside it, unheld, the moment KubeRay saw it (tests/plugins/test_kuberay_holds.py, the real operator)."""
-    refs = _meta(obj).get("ownerReferences") or []
-    if any(r.get("controller") and str(r.get("apiVersion", "")).startswith("ray.io/") for r in refs):
-        return "made by KubeRay for its Ray object, which makes it again when it runs"
+# API group of an AI operator's kind -> what its controller makes again from that object when it runs
+_OPERATOR_MADE = {
+    # KubeRay: a RayJob's RayCluster and submitter Job, a RayCluster's head Service and pods. A RayJob names a new
+    # cluster when it runs: a restored copy of the old one would run beside it, unheld, the moment KubeRay saw it
+    # (tests/plugins/test_kuberay_holds.py, the real operator)
+    "ray.io": "made by KubeRay for its Ray object, which makes it again when it runs",
+    # Kubeflow Trainer: a TrainJob's JobSet, made again from the TrainJob and its runtime, suspended as long as the
+    # TrainJob is; a restored copy would run at once, unheld (tests/plugins/test_trainjob_holds.py)
+    "trainer.kubeflow.org": "made by Kubeflow Trainer for its TrainJob, which makes it again (held with it)",
+    # JobSet: a JobSet's Jobs, made again (suspended while the JobSet is) under the restored JobSet's new uid
+    "jobset.x-k8s.io": "made by the JobSet controller for its JobSet, which makes it again (held with it)",
+}
+
+
+def _operator_made(obj: Obj) -> str | None:
+    """What an AI operator made for one of its objects (of any type), which its controller makes again when the
+    restored object runs: restored as well, it would run on its own, unheld (``drtool.kube.holds``)."""
+    for ref in _meta(obj).get("ownerReferences") or []:
+        group = str(ref.get("apiVersion", "")).partition("/")[0]
+        if ref.get("controller") and group in _OPERATOR_MADE:
+            return _OPERATOR_MADE[group]
     return None
 
 
@@ -199,7 +213,7 @@ OBJECT_RULES: dict[str, Callable[[Obj], str | None]] = {
 
 
 def object_rule(key: str, selector_services: Collection[str] | None = None) -> Callable[[Obj], str | None]:
-    """The per-object skip rule for one type (``key`` is resource.group): its own, and what KubeRay made.
+    """The per-object skip rule for one type (``key`` is resource.group): its own, and what an AI operator made.
 
     Endpoints need to know which Services have selectors (their Endpoints are derived): the caller lists
     Services first and passes their ``namespace/name`` keys.
@@ -218,7 +232,7 @@ def object_rule(key: str, selector_services: Collection[str] | None = None) -> C
 
 
 def _either(rule: Callable[[Obj], str | None] | None) -> Callable[[Obj], str | None]:
-    """A type's own rule, then the rule every type has (what KubeRay made)."""
+    """A type's own rule, then the rule every type has (what an AI operator made)."""
     if rule is None:
-        return _kuberay_made
-    return lambda obj: rule(obj) or _kuberay_made(obj)
+        return _operator_made
+    return lambda obj: rule(obj) or _operator_made(obj)

@@ -17,6 +17,7 @@ from drtool_lab.components.minio import MinioServer
 from drtool_lab.components.mlflow import MlflowServer
 from drtool_lab.components.postgres import PostgresServer
 from drtool_lab.components.registry import RegistryServer
+from drtool_lab.components.trainer import JobSetController, TrainerController
 from drtool_lab.components.velero import VeleroServer
 
 from drtool.servers.component import Component
@@ -36,6 +37,7 @@ KINDS: dict[str, type[Component]] = {
     KubeRayOperator.kind: KubeRayOperator,
     KueueController.kind: KueueController,
     KwokController.kind: KwokController,
+    JobSetController.kind: JobSetController,
     LabNodeController.kind: LabNodeController,
     GitServer.kind: GitServer,
     MinioServer.kind: MinioServer,
@@ -43,6 +45,7 @@ KINDS: dict[str, type[Component]] = {
     OpenBaoServer.kind: OpenBaoServer,
     PostgresServer.kind: PostgresServer,
     RegistryServer.kind: RegistryServer,
+    TrainerController.kind: TrainerController,
     VeleroServer.kind: VeleroServer,
 }
 

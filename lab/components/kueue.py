@@ -18,19 +18,16 @@ server (a fixed port 8082 on every address) is disabled by feature gate.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import json
 import os
 from pathlib import Path
 from typing import Any
 
-from drtool_lab.components.cluster_process import ClusterProcess
-from drtool_lab.components.kube_apiserver import FIELD_MANAGER, apply
+from drtool_lab.components.loopback_webhooks import WebhookOperator, loopback_webhooks
 from drtool_lab.gomods import lab_binary
 
 from drtool.errors import SourceError
-from drtool.servers import pki, process
+from drtool.servers import pki
 
 Obj = dict[str, Any]
 NAMESPACE = "kueue-system"
@@ -42,18 +39,7 @@ METRICS_CERTS = Path("/etc/kueue/metrics/certs")  # hard-coded in Kueue v0.17's 
 
 def webhook_configurations(port: int, ca_bundle: bytes) -> list[Obj]:
     """Kueue's webhook configurations from its module, pointed at ``https://127.0.0.1:port`` (lab CA)."""
-    from drtool_lab import upstream
-
-    configs = upstream.yaml_docs("kueue", [WEBHOOK_MANIFESTS])
-    for config in configs:
-        name = config["metadata"]["name"]
-        config["metadata"] = {"name": f"kueue-{name}", "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER}}
-        hooks = [h for h in config["webhooks"] if any(p in h["clientConfig"]["service"]["path"] for p in WEBHOOK_PATHS)]
-        for hook in hooks:
-            url = f"https://127.0.0.1:{port}{hook['clientConfig']['service']['path']}"
-            hook["clientConfig"] = {"url": url, "caBundle": base64.b64encode(ca_bundle).decode()}
-        config["webhooks"] = hooks
-    return configs
+    return loopback_webhooks("kueue", WEBHOOK_MANIFESTS, "kueue", WEBHOOK_PATHS, port, ca_bundle)
 
 
 def ensure_metrics_certs(directory: Path = METRICS_CERTS) -> None:
@@ -70,32 +56,21 @@ def ensure_metrics_certs(directory: Path = METRICS_CERTS) -> None:
 
 
 @dataclasses.dataclass
-class KueueController(ClusterProcess):
+class KueueController(WebhookOperator):
     kind = "kueue"
     binaries = ("kueue",)
     identity = ("drtool-lab-kueue", ("system:masters",))
-    webhook_port: int = 0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.webhook_port = self.webhook_port or process.free_port()
-
-    @property
-    def config_path(self) -> Path:
-        return self.path / "config.yaml"
-
-    def health_url(self) -> str:
-        return f"http://127.0.0.1:{self.health_port}/readyz"
+    module = "kueue"
+    webhook_manifests = WEBHOOK_MANIFESTS
+    webhook_paths = WEBHOOK_PATHS
+    config_api = "config.kueue.x-k8s.io/v1beta2"
 
     def config(self) -> Obj:
-        return {
-            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-            "kind": "Configuration",
+        config = super().config()
+        config["webhook"]["certDir"] = str(self.serving_dir)
+        return config | {
             "namespace": NAMESPACE,
             "manageJobsWithoutQueueName": False,
-            "health": {"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"},
-            "metrics": {"bindAddress": "0"},
-            "webhook": {"host": "127.0.0.1", "port": self.webhook_port, "certDir": str(self.serving_dir)},
             "leaderElection": {"leaderElect": False},
             "internalCertManagement": {"enable": False},
             "integrations": {"frameworks": list(FRAMEWORKS)},
@@ -103,27 +78,12 @@ class KueueController(ClusterProcess):
         }
 
     def prepare(self) -> None:
-        from drtool_lab.kube_seed import KubeClient, install_crds
+        from drtool_lab.kube_seed import KubeClient
 
         ensure_metrics_certs()
-        self.serving_cert()  # the webhook server's, in serving_dir
-        self.config_path.write_text(json.dumps(self.config(), indent=2))  # JSON is YAML
-        client = KubeClient(self.access())
-        install_crds(client, ["kueue"])
-        client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        super().prepare()  # its serving certificate, config.yaml, its CRDs (before it starts: it watches them)
+        KubeClient(self.access()).apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
 
     def argv(self) -> list[str]:
         config = f"--config={self.config_path}"
         return [str(lab_binary("kueue")), config, f"--kubeconfig={self.kubeconfig_path}", "--zap-log-level=info"]
-
-    def started(self) -> None:
-        """Register the webhooks once Kueue serves them (failurePolicy Fail: not a moment earlier)."""
-        configs = webhook_configurations(self.webhook_port, Path(self.cluster_ca).read_bytes())
-        with self.access().session() as session:
-            for config in configs:
-                plural = f"{config['kind'].lower()}s"
-                url = f"{self.server}/apis/admissionregistration.k8s.io/v1/{plural}/{config['metadata']['name']}"
-                apply(session, url, config)
-
-    def describe(self) -> str:
-        return f"webhooks https://127.0.0.1:{self.webhook_port}, health {self.health_url()}"

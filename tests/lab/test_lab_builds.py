@@ -20,7 +20,7 @@ from drtool.errors import SourceError, UsageError
 
 def test_crd_pins_are_the_versions_the_controllers_are_built_from() -> None:
     built = {"kueue": "kueue", "kwok": "lab", "cert-manager": "lab", "velero": "velero", "kuberay": "kuberay"}
-    built |= {"argo-cd": "argocd"}
+    built |= {"argo-cd": "argocd", "jobset": "jobset", "trainer": "trainer"}
     for key, gomod in built.items():
         pin = upstream.MODULES[key]
         assert gomods.required_version(gomod, pin.module) == pin.version, key
@@ -40,6 +40,9 @@ def test_opt_in_operators_are_not_built_with_every_lab() -> None:
     assert gomods.BINARIES["argocd"].version == "v3.6.2" and gomods.BINARIES["lab-redis"].opt_in
     assert not {"ray-operator", "argocd", "lab-redis"} & set(gomods.LAB_BINARIES) and "kueue" in gomods.LAB_BINARIES
     assert {"kuberay", "argocd"} <= set(OPT_IN_KINDS) and not {"kuberay", "argocd"} & set(LIVING_KINDS)
+    for name in ("trainer-controller-manager", "jobset"):  # `--with trainer` (brings jobset)
+        assert gomods.BINARIES[name].opt_in and gomods.BINARIES[name].version in ("v2.2.0", "v0.11.1")
+    assert {"trainer", "jobset"} <= set(OPT_IN_KINDS) and "trainer" not in LIVING_KINDS
 
 
 def test_binaries_are_cached_by_version_and_pin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from drtool.errors import UsageError
 from drtool.kube.discovery import ResourceType
 from drtool.kube.holds import COMPLETED, HELD, hold, release_patch
+from drtool.kube.skips import object_rule
 from drtool.kube.transforms import Transforms, unmatched
 from drtool.plans.schema import Plan
 
@@ -20,6 +21,7 @@ JOB = ResourceType("batch", "v1", "jobs", "Job", namespaced=True)
 TRAINJOB = ResourceType("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", namespaced=True, crd=True)
 APP = ResourceType("argoproj.io", "v1alpha1", "applications", "Application", namespaced=True, crd=True)
 RAYJOB = ResourceType("ray.io", "v1", "rayjobs", "RayJob", namespaced=True, crd=True)
+JOBSET = ResourceType("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", namespaced=True, crd=True)
 H100 = "cloud.google.com/gke-accelerator=nvidia-h100-80gb"
 A100 = "cloud.google.com/gke-accelerator=nvidia-a100-80gb"
 GPU_MAP = {"node-labels": {H100: A100}}
@@ -128,6 +130,42 @@ def test_a_completed_job_is_a_record_never_released() -> None:
     assert hold(record, JOB)
     assert record["object"]["metadata"]["annotations"][COMPLETED] == "2026-12-01T00:00:00Z"
     assert release_patch(record["object"]) is None
+
+
+def test_a_completed_trainjob_or_jobset_is_a_record_never_released() -> None:
+    """Trainer calls a finished TrainJob ``Complete``, JobSet a finished JobSet ``Completed``: restored, neither
+    runs again; a running one (or one that failed) is held and released as any other."""
+    when = "2026-12-01T00:00:00Z"
+    for t, done in ((TRAINJOB, "Complete"), (JOBSET, "Completed")):
+        status = {"conditions": [{"type": done, "status": "True", "lastTransitionTime": when}]}
+        record = {"object": {"metadata": {"name": "llm", "namespace": "ml"}, "spec": {}}, "status": status}
+        assert hold(record, t) and record["object"]["spec"]["suspend"] is True
+        assert record["object"]["metadata"]["annotations"][COMPLETED] == when
+        assert release_patch(record["object"]) is None
+        failed = {"conditions": [{"type": "Failed", "status": "True"}, {"type": done, "status": "False"}]}
+        running = {"object": {"metadata": {"name": "llm", "namespace": "ml"}, "spec": {}}, "status": failed}
+        assert hold(running, t) and COMPLETED not in running["object"]["metadata"]["annotations"]
+        assert release_patch(running["object"])[0]["spec"] == {"suspend": None}  # type: ignore[index]
+
+
+def test_what_an_ai_operator_made_is_left_out_for_it_to_make_again() -> None:
+    """A TrainJob's JobSet, a JobSet's Jobs, a RayJob's RayCluster: their operator makes them again from the
+    restored (held) object; a restored copy would run unheld. Another owner's children are restored."""
+
+    def owned(api_version: str, controller: bool = True) -> dict:
+        ref = {"apiVersion": api_version, "kind": "K", "name": "o", "uid": "u", "controller": controller}
+        return {"metadata": {"name": "x", "namespace": "ml", "ownerReferences": [ref]}}
+
+    made = {
+        "trainer.kubeflow.org/v1alpha1": "Kubeflow Trainer",
+        "jobset.x-k8s.io/v1alpha2": "JobSet",
+        "ray.io/v1": "KubeRay",
+    }
+    for api_version, who in made.items():
+        for key in ("jobsets.jobset.x-k8s.io", "jobs.batch", "services"):
+            assert who in (object_rule(key)(owned(api_version)) or ""), (api_version, key)
+        assert object_rule("jobs.batch")(owned(api_version, controller=False)) is None
+    assert object_rule("jobs.batch")(owned("apps/v1")) is None and object_rule("jobs.batch")({"metadata": {}}) is None
 
 
 def test_owned_objects_follow_their_owner_and_argo_sync_is_held() -> None:
