@@ -62,6 +62,8 @@ def html_report(result: Mapping[str, Any], kind: str = "failover") -> str:
         ("links applied at the end", str(len(result["caught_up"]))),
         ("released", ", ".join(f"{k}: {v}" for k, v in result["released"].items()) or "nothing"),
         ("deletions still held", str(result["still_deferred"])),
+        ("plan steps restored", "; ".join(f"{s['id']}: {s['detail']}" for s in result.get("steps", [])) or "none"),
+        ("training resumes from", ", ".join(f"{r} step {n}" for r, n in result.get("resume_steps", {}).items()) or "-"),
     ]
     table = "".join(f"<tr><th>{esc(k)}</th><td>{esc(str(v))}</td></tr>" for k, v in rows)
     checks = "".join(
