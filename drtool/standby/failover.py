@@ -14,8 +14,9 @@ Order, and why:
    (drtool/standby/steps.py); a training run's resume step gives the RPO in training steps.
 5. The plan's checks, platform checks included (drtool/plans/checks.py), against the standby as target,
    once those steps ended.
-6. DNS: the dns_certs plugin stages records during hydration; its cut-over is a restore option of that
-   plugin, so a failover with a plan lists it as left for the operator unless the plan's checks show it.
+6. DNS: a ``dns-certs`` step of the plan (restored like the other steps of step 4, with its ``cutover``
+   option re-pointing the old load balancers' records at the standby's) cuts the service names over; without
+   one the failover lists DNS as left for the operator.
 RPO is the failure time minus the source time of the newest change applied; RTO is command start to the
 moment the last check went green (or the release and the plan's steps ended, without checks).
 """
@@ -43,6 +44,7 @@ from drtool.standby.steps import StepsDone, run_plan_steps
 
 ENDPOINT_FACT = "kubernetes_api_endpoints"
 PROBE_TIMEOUT_S = 3.0
+DNS_PLUGIN = "dns-certs"  # its step's `cutover` option re-points the service names (docs/dns-certs.md)
 
 
 @dataclasses.dataclass
@@ -156,8 +158,11 @@ def failover(
             f"{deferred} deletion(s) seen on the old primary are still held: judge them, then "
             f"`drtool standby --set {backup_set} --target ... --delete-after 0 --once`"
         )
-    if "dns_certs" not in standby.plugins:
-        left.append("DNS: point the service names at the standby (dns_certs is not in this set)")
+    if not any(s["uses"] == DNS_PLUGIN and s["ok"] and s["backup"] for s in restored.results):
+        left.append(
+            "DNS: point the service names at the standby (a `dns-certs` step with `cutover: OLD=NEW` in the "
+            "failover plan does it; docs/standby.md)"
+        )
     result = FailoverResult(
         backup_set=backup_set,
         started=iso(started),
