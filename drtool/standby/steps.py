@@ -7,8 +7,9 @@ the store received **before the fence** (a fenced primary's later backups are ne
 them), through the ordinary restore with its verification, into the plan's target for the step. Steps of the
 standby's own plugins are done already: hydration applied them, release let them run.
 
-For checkpoints the result says which run and step each restored run resumes from, so the failover can
-report its RPO in training steps (``resume_steps``).
+A checkpoints step restores the newest complete checkpoint of each training run (what it resumes from; the
+step's ``with: {checkpoints: [...]}`` chooses others), and its result says the step each run resumes from,
+so the failover can report its RPO in training steps (``resume_steps``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.restore import run_restore
 
+CHECKPOINTS = "checkpoints"
+
 
 def newest_holding(repo: Repository, backup_set: str, plugin: str, before: dt.datetime | None) -> Manifest | None:
     """The newest trusted backup of ``backup_set`` with ``plugin``'s artifacts that the store received before
@@ -40,14 +43,16 @@ def newest_holding(repo: Repository, backup_set: str, plugin: str, before: dt.da
     return None
 
 
-def resume_steps(manifest: Manifest) -> dict[str, int]:
-    """Run -> the newest step of a complete checkpoint the checkpoints plugin recorded in ``manifest``."""
-    outcome = manifest.plugins.get("checkpoints")
-    newest: dict[str, int] = {}
+def newest_checkpoints(manifest: Manifest) -> dict[str, tuple[int, str]]:
+    """Run -> (step, name) of the newest complete checkpoint the checkpoints plugin recorded in ``manifest``:
+    what each run resumes from, so the failover restores those first (``with: {checkpoints: [...]}``
+    restores others)."""
+    outcome = manifest.plugins.get(CHECKPOINTS)
+    newest: dict[str, tuple[int, str]] = {}
     for ck in (outcome.meta.get("checkpoints") or []) if outcome is not None else []:
         run, step = ck.get("run") or ck.get("source") or "", ck.get("step")
-        if isinstance(step, int):
-            newest[run] = max(step, newest.get(run, step))
+        if isinstance(step, int) and step >= newest.get(run, (step, ""))[0]:
+            newest[run] = (step, str(ck.get("checkpoint", "")))
     return newest
 
 
@@ -117,12 +122,15 @@ def _run(
         why = f"no backup of set {backup_set}{when} holds plugin {step.uses}"
         return entry | {"ok": step.optional, "detail": f"skipped: {why}" if step.optional else why}, None
     entry["backup"] = manifest.id
+    newest = newest_checkpoints(manifest) if step.uses == CHECKPOINTS else {}
+    options = {CHECKPOINTS: sorted(name for _, name in newest.values())} if newest else {}
     try:
         outcome = run_restore(
-            repo, manifest, installed[step.uses], step_target(plan, step, overrides), options=step.with_
+            repo, manifest, installed[step.uses], step_target(plan, step, overrides), options=options | step.with_
         )
     except DrtoolError as exc:
         return entry | {"ok": False, "detail": exc.one_line()}, None
     failed = [c for c in outcome.checks if not c.ok]
     detail = outcome.result.summary + (f"; verification failed: {failed[0].name}" if failed else ", verified")
-    return entry | {"ok": not failed, "detail": detail, "resume_steps": resume_steps(manifest)}, manifest
+    resume = {run: step for run, (step, _) in newest.items()}
+    return entry | {"ok": not failed, "detail": detail, "resume_steps": resume}, manifest

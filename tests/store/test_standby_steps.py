@@ -64,6 +64,35 @@ def test_the_failover_restores_from_before_the_fence_only(owner: Repository, tmp
     assert checkpoints["ok"] and checkpoints["detail"].startswith("skipped: no backup of set prod")  # optional
 
 
+def test_a_checkpoints_step_restores_each_runs_newest_complete_checkpoint(owner: Repository, tmp_path: Path) -> None:
+    """What a training run resumes from, first: the newest complete checkpoint (not the torn one after it, not
+    the older ones), and the step it is at, for the RPO in training steps."""
+    import numpy as np
+    from drtool_plugins.checkpoints import samples
+
+    source, restored = tmp_path / "runs", tmp_path / "restored"
+
+    def put(key: str, data: bytes) -> None:
+        (source / key).parent.mkdir(parents=True, exist_ok=True)
+        (source / key).write_bytes(data)
+
+    rng = np.random.default_rng(7)
+    for step in (100, 200):
+        samples.write_dcp(put, f"llama-ft/step-{step}", samples.random_tensors(rng, 2, (8, 8)))
+    samples.write_dcp(put, "llama-ft/step-300", samples.random_tensors(rng, 2, (8, 8)), finished=False)
+    sources = {"checkpoints": {"sources": [{"name": "training", "path": str(source)}]}}
+    run_backup(owner, [get_plugin("checkpoints")], sources, backup_set=SET)
+    steps = [{"id": "checkpoints", "uses": "checkpoints"}]
+    (tmp_path / "plan.json").write_text(
+        json.dumps({"name": "failover", "steps": steps, "target": {"checkpoints": {"path": str(restored)}}})
+    )
+    plan = check_file(tmp_path / "plan.json", load_plugins()).require()
+    (step,) = run_plan_steps(owner, plan, SET, ["kubernetes"], {}, None, time.monotonic).results
+    assert step["ok"], step
+    assert step["resume_steps"] == {"llama-ft": 200}
+    assert {p.parent.name for p in restored.rglob("*") if p.is_file()} == {"step-200"}
+
+
 def test_a_required_step_without_a_backup_fails_the_failover(owner: Repository, tmp_path: Path) -> None:
     source = tmp_path / "pki"
     source.mkdir()
