@@ -40,11 +40,10 @@ from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.standby.hydrate import Round, Standby
 from drtool.standby.links import iso, parse_iso
-from drtool.standby.steps import StepsDone, run_plan_steps
+from drtool.standby.steps import StepsDone, dns_cut_over, run_plan_steps
 
 ENDPOINT_FACT = "kubernetes_api_endpoints"
 PROBE_TIMEOUT_S = 3.0
-DNS_PLUGIN = "dns-certs"  # its step's `cutover` option re-points the service names (docs/dns-certs.md)
 
 
 @dataclasses.dataclass
@@ -158,7 +157,7 @@ def failover(
             f"{deferred} deletion(s) seen on the old primary are still held: judge them, then "
             f"`drtool standby --set {backup_set} --target ... --delete-after 0 --once`"
         )
-    if not any(s["uses"] == DNS_PLUGIN and s["ok"] and s["backup"] for s in restored.results):
+    if not dns_cut_over(restored.results):
         left.append(
             "DNS: point the service names at the standby (a `dns-certs` step with `cutover: OLD=NEW` in the "
             "failover plan does it; docs/standby.md)"
@@ -235,7 +234,14 @@ def _checks(
     training-resumes compares with), None when the standby's hydration was all."""
     results = run_checks(plan, overrides, manifest, clock=lambda: time.monotonic() - clock0)
     return [
-        {"name": c.name, "ok": c.ok, "detail": c.detail, "green_s": c.green_s, "finished_s": c.finished_s}
+        {
+            "name": c.name,
+            "ok": c.ok,
+            "detail": c.detail,
+            "green_s": c.green_s,
+            "finished_s": c.finished_s,
+            "facts": dict(c.facts),
+        }  # training-resumes: recovery_step, torn_steps, steps_lost_at_least
         for c in results
     ]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from drtool.errors import DrtoolError
@@ -28,6 +28,12 @@ from drtool.repo.repository import Repository
 from drtool.restore import run_restore
 
 CHECKPOINTS = "checkpoints"
+DNS = "dns-certs"  # its step's `cutover` option re-points the service names (docs/dns-certs.md)
+
+
+def dns_cut_over(results: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a ``dns-certs`` step restored the zones (its ``cutover`` re-points the service names)."""
+    return any(r["uses"] == DNS and r["ok"] and r["backup"] for r in results)
 
 
 def newest_holding(repo: Repository, backup_set: str, plugin: str, before: dt.datetime | None) -> Manifest | None:
