@@ -122,15 +122,15 @@ def failover(
     fence = write_fence(repo, backup_set, reason, tuple(endpoints))
     on_event(f"fenced set {backup_set} at {fence.written}: its old primary publishes nothing more")
     overrides = {name: standby.target for name in standby.plugins}
-    restored = StepsDone()
-    restoring = threading.Thread(
-        target=restored.collect,
-        args=(partial(run_plan_steps, repo, plan, backup_set, standby.plugins, overrides, fence.stored),),
-        kwargs={"clock": lambda: time.monotonic() - clock0, "on_event": on_event},
-        name="failover-steps",
-        daemon=True,
-    )
-    if plan is not None:
+    restored, restoring = StepsDone(), None
+    if plan is not None:  # alongside the last round and the release: they do not wait for each other
+        restoring = threading.Thread(
+            target=restored.collect,
+            args=(partial(run_plan_steps, repo, plan, backup_set, standby.plugins, overrides, fence.stored),),
+            kwargs={"clock": lambda: time.monotonic() - clock0, "on_event": on_event},
+            name="failover-steps",
+            daemon=True,
+        )
         restoring.start()
     final: Round = standby.round()
     on_event(f"caught up: {len(final.applied)} last link(s) applied")
@@ -141,7 +141,7 @@ def failover(
         released[name] = result.released
         on_event(f"{name}: released {result.released} held object(s)")
     standby.store.save(standby.record)
-    if restoring.is_alive():
+    if restoring is not None:
         restoring.join()
     done_s = time.monotonic() - clock0
     checks = _checks(plan, overrides, restored.manifest, clock0) if plan is not None else []
