@@ -11,6 +11,8 @@ Protocol, over the store alone (no coordinator, no extra service):
 3. After writing its part, a worker lists the parts; the one that sees all N merges them (each shardable
    plugin merges its shards' facts and drops what is torn across them) and writes the manifest with
    create-if-absent: exactly one commit publishes, a second committer finds it done. Then the parts go.
+   A fenced set (drtool/repo/fences.py, a failover took it away) is refused there, as ``BackupSession.commit``
+   refuses it: the parts stay, unpublished, until the owner lifts the fence.
 A killed worker leaves no part (or a whole one): the backup stays invisible until a rerun of that index
 writes it, and the rerun deduplicates against every pack that landed (adopted if it was never indexed).
 Prune treats the chunks of uncommitted parts as live, and removes the parts of committed jobs.
@@ -31,6 +33,7 @@ from drtool.plugin.contract import Plugin
 from drtool.plugin.settings import check_sources
 from drtool.progress import Progress
 from drtool.repo import layout
+from drtool.repo.fences import refuse_if_fenced
 from drtool.repo.jobs import (
     ShardPart,
     job_backup_id,
@@ -145,6 +148,7 @@ def commit(
     manifest = merge(backup_id, [parts[i] for i in range(count)], {p.name: p for p in plugins})
     with acquire(repo, "shared", f"commit {job} {backup_id}", wait=lock_wait) as lock:
         lock.check()
+        refuse_if_fenced(repo, manifest.backup_set)  # a failover took the set away: the parts stay unpublished
         try:
             repo.put_manifest(manifest)
         except DrtoolError:

@@ -212,6 +212,10 @@ def _finish(app: AppState, result: FailoverResult, kind: str, report: Path | Non
             f"RPO {rpo}, RTO {result.rto_s:.1f} s",
             highlight=False,
         )
+        for run, step in result.resume_steps.items():
+            console.print(
+                f"training run {run} resumes from step {step}, its newest complete checkpoint", highlight=False
+            )
         for line in result.left:
             console.print(f"left: {line}", highlight=False)
     if not result.ok:

@@ -9,19 +9,26 @@ Order, and why:
 3. Catch up: one standby round applies every link stored before the fence (the last link).
 4. Release what hydration held (each plugin's ``release``, in the set's plugin order: objects before the
    queues that admit work onto them); deferred deletions stay held for a person to judge.
-5. The plan's checks, platform checks included (drtool/plans/checks.py), against the standby as target.
-6. DNS: the dns_certs plugin stages records during hydration; its cut-over is a restore option of that
-   plugin, so a failover with a plan lists it as left for the operator unless the plan's checks show it.
+   Meanwhile (a thread: it does not wait for the release) the plan's steps of plugins the standby does not
+   hydrate (checkpoints, model registry) are restored from the newest backup received before the fence
+   (drtool/standby/steps.py); a training run's resume step gives the RPO in training steps.
+5. The plan's checks, platform checks included (drtool/plans/checks.py), against the standby as target,
+   once those steps ended.
+6. DNS: a ``dns-certs`` step of the plan (restored like the other steps of step 4, with its ``cutover``
+   option re-pointing the old load balancers' records at the standby's) cuts the service names over; without
+   one the failover lists DNS as left for the operator.
 RPO is the failure time minus the source time of the newest change applied; RTO is command start to the
-moment the last check went green (or release ended, without a plan).
+moment the last check went green (or the release and the plan's steps ended, without checks).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from drtool.errors import PrimaryReachable, UsageError
@@ -29,9 +36,11 @@ from drtool.plans.checks import run_checks
 from drtool.plans.schema import Plan
 from drtool.probe import reachable
 from drtool.repo.fences import lift_fence, write_fence
+from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.standby.hydrate import Round, Standby
 from drtool.standby.links import iso, parse_iso
+from drtool.standby.steps import StepsDone, dns_cut_over, run_plan_steps
 
 ENDPOINT_FACT = "kubernetes_api_endpoints"
 PROBE_TIMEOUT_S = 3.0
@@ -49,7 +58,9 @@ class FailoverResult:
     caught_up: list[str]  # links applied by the final round
     released: dict[str, int]
     still_deferred: int
+    steps: list[dict[str, Any]]  # the plan's steps of plugins the standby does not hydrate (steps.py)
     checks: list[dict[str, Any]]
+    resume_steps: dict[str, int]  # training run -> the step of the checkpoint it resumes from
     last_change: str | None  # source time of the newest change applied
     rpo_s: float | None
     rto_s: float
@@ -57,7 +68,7 @@ class FailoverResult:
 
     @property
     def ok(self) -> bool:
-        return all(c["ok"] for c in self.checks)
+        return all(c["ok"] for c in [*self.steps, *self.checks])
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -110,6 +121,17 @@ def failover(
         )
     fence = write_fence(repo, backup_set, reason, tuple(endpoints))
     on_event(f"fenced set {backup_set} at {fence.written}: its old primary publishes nothing more")
+    overrides = {name: standby.target for name in standby.plugins}
+    restored, restoring = StepsDone(), None
+    if plan is not None:  # alongside the last round and the release: they do not wait for each other
+        restoring = threading.Thread(
+            target=restored.collect,
+            args=(partial(run_plan_steps, repo, plan, backup_set, standby.plugins, overrides, fence.stored),),
+            kwargs={"clock": lambda: time.monotonic() - clock0, "on_event": on_event},
+            name="failover-steps",
+            daemon=True,
+        )
+        restoring.start()
     final: Round = standby.round()
     on_event(f"caught up: {len(final.applied)} last link(s) applied")
     released: dict[str, int] = {}
@@ -119,8 +141,10 @@ def failover(
         released[name] = result.released
         on_event(f"{name}: released {result.released} held object(s)")
     standby.store.save(standby.record)
+    if restoring is not None:
+        restoring.join()
     done_s = time.monotonic() - clock0
-    checks = _checks(plan, standby, clock0) if plan is not None else []
+    checks = _checks(plan, overrides, restored.manifest, clock0) if plan is not None else []
     if checks:  # service is back when the last check first held (a failed one: when it gave up)
         done_s = max(c["green_s"] if c["green_s"] is not None else c["finished_s"] for c in checks)
     last_change = _last_change(standby)
@@ -133,8 +157,11 @@ def failover(
             f"{deferred} deletion(s) seen on the old primary are still held: judge them, then "
             f"`drtool standby --set {backup_set} --target ... --delete-after 0 --once`"
         )
-    if "dns_certs" not in standby.plugins:
-        left.append("DNS: point the service names at the standby (dns_certs is not in this set)")
+    if not dns_cut_over(restored.results):
+        left.append(
+            "DNS: point the service names at the standby (a `dns-certs` step with `cutover: OLD=NEW` in the "
+            "failover plan does it; docs/standby.md)"
+        )
     result = FailoverResult(
         backup_set=backup_set,
         started=iso(started),
@@ -146,7 +173,9 @@ def failover(
         caught_up=final.applied,
         released=released,
         still_deferred=deferred,
+        steps=restored.results,
         checks=checks,
+        resume_steps={run: step for s in restored.results for run, step in s["resume_steps"].items()},
         last_change=iso(last_change) if last_change else None,
         rpo_s=round(rpo, 3) if rpo is not None else None,
         rto_s=round(done_s, 3),
@@ -198,11 +227,21 @@ def failback(
     return result
 
 
-def _checks(plan: Plan, standby: Standby, clock0: float) -> list[dict[str, Any]]:
-    overrides: Mapping[str, Mapping[str, Any]] = {name: standby.target for name in standby.plugins}
-    results = run_checks(plan, overrides, clock=lambda: time.monotonic() - clock0)
+def _checks(
+    plan: Plan, overrides: Mapping[str, Mapping[str, Any]], manifest: Manifest | None, clock0: float
+) -> list[dict[str, Any]]:
+    """The plan's checks against the standby; ``manifest``: the backup the plan's steps restored from (what
+    training-resumes compares with), None when the standby's hydration was all."""
+    results = run_checks(plan, overrides, manifest, clock=lambda: time.monotonic() - clock0)
     return [
-        {"name": c.name, "ok": c.ok, "detail": c.detail, "green_s": c.green_s, "finished_s": c.finished_s}
+        {
+            "name": c.name,
+            "ok": c.ok,
+            "detail": c.detail,
+            "green_s": c.green_s,
+            "finished_s": c.finished_s,
+            "facts": dict(c.facts),
+        }  # training-resumes: recovery_step, torn_steps, steps_lost_at_least
         for c in results
     ]
 

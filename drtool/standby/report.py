@@ -27,7 +27,11 @@ def runbook_section(backup_set: str, plugins: list[str] | None = None) -> str:
             "[--failed-at TIME]` with the store's passphrase (the owner key fences the set; the CronJob's key "
             "file cannot).",
             "   Add `--force` only when the primary answers but must not serve (split network, compromise).",
-            "4. Read the report: RPO, RTO, the checks, and what is left (held deletions, DNS).",
+            "   The plan's steps of plugins the standby does not hydrate run too: the newest complete checkpoint of "
+            "each training run into the standby site's object store, DNS re-pointed by a `dns-certs` step's "
+            "`cutover` (set its variable to the standby's load balancer addresses first).",
+            "4. Read the report: RPO (seconds, training steps), RTO to service, the steps and checks, and what is "
+            "left (held deletions, DNS without a `dns-certs` step).",
             "5. Held deletions: judge them, then `drtool standby ... --delete-after 0 --once` applies them.",
             "6. Point backups at the new primary: a new set (`NEW`) with `drtool follow` on it.",
             "",
@@ -62,6 +66,8 @@ def html_report(result: Mapping[str, Any], kind: str = "failover") -> str:
         ("links applied at the end", str(len(result["caught_up"]))),
         ("released", ", ".join(f"{k}: {v}" for k, v in result["released"].items()) or "nothing"),
         ("deletions still held", str(result["still_deferred"])),
+        ("plan steps restored", "; ".join(f"{s['id']}: {s['detail']}" for s in result.get("steps", [])) or "none"),
+        ("training resumes from", ", ".join(f"{r} step {n}" for r, n in result.get("resume_steps", {}).items()) or "-"),
     ]
     table = "".join(f"<tr><th>{esc(k)}</th><td>{esc(str(v))}</td></tr>" for k, v in rows)
     checks = "".join(

@@ -4,6 +4,7 @@ target's own API with the official client."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -17,9 +18,11 @@ from typing import Any
 import pytest
 
 from drtool.backends.backend import open_backend
+from drtool.backup import run_backup
 from drtool.errors import Fenced, PrimaryReachable
 from drtool.follow import FollowSession, run_follow
-from drtool.plugin.manager import get_plugin
+from drtool.plans.validate import check_file
+from drtool.plugin.manager import get_plugin, load_plugins
 from drtool.repo.fences import refuse_if_fenced
 from drtool.repo.repository import Repository
 from drtool.standby.failover import failback, failover
@@ -222,8 +225,13 @@ def test_failover_is_refused_while_the_primary_answers_then_forced(
 
 
 def test_failover_of_a_stopped_primary_needs_no_force(
-    store: Repository, primary: KubeLab, standby_target: KubeLab
+    store: Repository, primary: KubeLab, standby_target: KubeLab, tmp_path: Path
 ) -> None:
+    """With a plan: its step of a plugin the standby does not hydrate (files here, checkpoints in the bench) is
+    restored from the set's backup, and service is back when its check holds (the RTO ends there)."""
+    (tmp_path / "pki").mkdir()
+    (tmp_path / "pki" / "ca.crt").write_bytes(b"the primary's CA")
+    run_backup(store, [get_plugin("files")], {"files": {"paths": [str(tmp_path / "pki")]}}, backup_set=SET)
     _app(primary)
     follower = Follower(store, primary)
     standby = _standby(store, standby_target)
@@ -235,10 +243,27 @@ def test_failover_of_a_stopped_primary_needs_no_force(
         follower.stop()
     url = primary.apiserver.url
     primary.lab.down()
-    result = failover(store, standby)  # the primary to probe: the API server the follower's full recorded
+    plan = _failover_plan(tmp_path)
+    result = failover(store, standby, plan=plan)  # the primary to probe: the API server the follower's full recorded
     assert not result.forced and not result.reachable and result.primary == [url]
     assert _configmaps(standby_target)["cm-2"] == {"v": "last"}  # the last link applied by the failover
     assert _apps(standby_target).read_namespaced_deployment("web", NS).spec.replicas == 2
+    (step,) = result.steps
+    assert step["ok"] and step["id"] == "pki", step
+    assert next((tmp_path / "restored").rglob("ca.crt")).read_bytes() == b"the primary's CA"
+    (check,) = result.checks
+    assert result.ok and check["ok"] and result.rto_s == round(check["green_s"], 3), result.checks
+
+
+def _failover_plan(tmp_path: Path) -> Any:
+    """A failover plan: the cluster objects (hydrated), a files step, a check of the last change."""
+    steps = [{"id": "cluster-objects", "uses": PLUGIN}, {"id": "pki", "uses": "files"}]
+    check = {"type": "kube-object", "id": "last-change", "apiVersion": "v1", "kind": "ConfigMap",
+             "namespace": NS, "name": "cm-2", "field": "data.v", "equals": "last"}  # fmt: skip
+    body = {"name": "failover", "steps": steps, "checks": [check],
+            "target": {"files": {"path": str(tmp_path / "restored")}}}  # fmt: skip
+    (tmp_path / "plan.json").write_text(json.dumps(body))
+    return check_file(tmp_path / "plan.json", load_plugins()).require()
 
 
 # --- faults ---------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,13 @@ from drtool_plugins.dns_certs import DnsCertsPlugin, certs, externaldns, zones
 from kubernetes import client as k8s
 
 from drtool.errors import UsageError, WrongKey
+from drtool.plans.validate import check_file
+from drtool.plugin.manager import load_plugins
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.writer import BackupSession
 from drtool.restore import restore_dependencies, run_restore
+from drtool.standby.steps import dns_cut_over, run_plan_steps
 from tests.fixtures.bind9 import DnsLab
 from tests.fixtures.core import Cli, assert_clean_error
 
@@ -215,6 +219,27 @@ def test_cutover_repoints_records_at_the_new_load_balancers(
     assert old_ip not in values and f"{old_host}." not in values
     assert "198.51.100.50" in values and "gw.new-lb.example.net." in values
     assert len(served) == len(axfr(dns_source.bind, dns_source.settings["tsig_key_file"]))
+
+
+def test_a_failover_plan_step_cuts_dns_over_to_the_standby(
+    repo: Repository, dns_source: DnsLab, bind9: Bind9Server, tmp_path: Path
+) -> None:
+    """docs/standby.md, "Failover": a `dns-certs` step of the failover plan, run by the failover
+    (drtool/standby/steps.py) from the set's newest backup, re-points the old load balancers' records at the
+    standby's, and the failover then does not list DNS as left."""
+    with BackupSession(repo, backup_set="prod") as session:
+        assert session.run_plugin(plugin, {**dns_source.settings, "kubernetes": False}).status == "ok"
+        manifest = session.commit()
+    step = {"id": "dns", "uses": "dns-certs", "with": {"cutover": f"{VALUES['lb_ip']}=198.51.100.50"}}
+    target = {"dns-certs": {"kubernetes": False, "zone_dir": str(bind9.zone_dir)}}
+    (tmp_path / "plan.json").write_text(json.dumps({"name": "failover", "steps": [step], "target": target}))
+    plan = check_file(tmp_path / "plan.json", load_plugins()).require()
+    done = run_plan_steps(repo, plan, "prod", ["kubernetes"], {}, None, time.monotonic)
+    assert [(r["ok"], r["backup"]) for r in done.results] == [(True, manifest.id)], done.results
+    assert dns_cut_over(done.results)
+    bind9.start()
+    served = {r for (_, rdtype), (_, rdatas) in axfr(bind9, bind9.key_file).items() if rdtype == "A" for r in rdatas}
+    assert VALUES["lb_ip"] not in served and "198.51.100.50" in served
 
 
 def test_update_refuses_a_target_serial_ahead(repo: Repository, dns_source: DnsLab, bind9: Bind9Server) -> None:

@@ -12,9 +12,12 @@ import pytest
 from drtool.backends.local import LocalBackend
 from drtool.crypto.credentials import Credentials
 from drtool.errors import Fenced, UsageError
+from drtool.plugin.manager import get_plugin
 from drtool.repo import fences
+from drtool.repo.jobs import read_parts
 from drtool.repo.repository import Repository
 from drtool.repo.writer import BackupSession
+from drtool.shards import run_shard_backup
 from tests.fixtures.core import PASSPHRASE
 
 SET = "prod"
@@ -80,3 +83,25 @@ def test_a_bad_set_name_is_refused_in_one_line(store: tuple[Repository, Reposito
     owner, _ = store
     with pytest.raises(UsageError, match="not a backup set name"):
         fences.write_fence(owner, "../keys", "x", ())
+
+
+def test_a_fenced_sets_sharded_backup_is_refused_at_publish(
+    store: tuple[Repository, Repository], tmp_path: Path
+) -> None:
+    """The sharded commit publishes its own manifest (drtool/shards.py), not through ``BackupSession.commit``:
+    a fence written while the workers run stops it too, the parts stay unpublished."""
+    owner, cron = store
+    (tmp_path / "pki").mkdir()
+    (tmp_path / "pki" / "ca.crt").write_bytes(b"cert")
+    plugins, sources = [get_plugin("files")], {"files": {"paths": [str(tmp_path / "pki")]}}
+    before = set(cron.backup_ids())
+    first = run_shard_backup(cron, plugins, sources, job="job-1", index=0, count=2, backup_set=SET)
+    assert first.manifest is None  # worker 1 has not written its part
+    fences.write_fence(owner, SET, "failover", ())
+    with pytest.raises(Fenced, match="fenced since"):
+        run_shard_backup(cron, plugins, sources, job="job-1", index=1, count=2, backup_set=SET)
+    assert set(cron.backup_ids()) == before
+    assert sorted(read_parts(cron, "job-1")) == [0, 1]  # nothing published, nothing lost
+    assert fences.lift_fence(owner, SET)  # after a failback: the rerun's commit publishes the parts
+    done = run_shard_backup(cron, plugins, sources, job="job-1", index=1, count=2, backup_set=SET)
+    assert done.manifest is not None and set(cron.backup_ids()) == before | {done.manifest.id}
