@@ -1,17 +1,21 @@
-"""Image copy: drtool (backup into a store, then restore into a registry) against ``skopeo copy``, registry to
-registry, on the same 1 GiB multi-layer image, machine and registries.
+"""Image copy: drtool (backup into a store, then restore into a registry) against ``crane copy`` and ``skopeo
+copy``, registry to registry, on the same 1 GiB multi-layer image, machine and registries.
 
-    nice python bench/images.py [--size-mib 1024] [--layers 8] [--runs 3] [--workdir /tmp/drtool-bench-images]
+    nice python bench/images.py [--size-mib 1024] [--layers 8] [--runs 3] [--reference crane --reference skopeo]
 
 Two real registries (distribution v3, drtool's lab component) on loopback: the source holds one
 image of ``--layers`` layers of random (incompressible) bytes, ``--size-mib`` in all, pushed once. Each run,
 for each tool, starts a FRESH, empty target registry (and for drtool a fresh local store), then:
 - drtool: ``backup`` (images plugin: source registry -> encrypted, compressed, chunked store) and ``restore``
   (store -> target registry, verified by reading the manifests back); wall times of both, and their sum;
-- skopeo: ``skopeo copy --all --preserve-digests`` source -> target directly (no store in between).
-Every command is its own process (drtool's real CLI: ``drtool backup``, ``drtool restore``), reaped with
-``wait4`` for its peak RSS and CPU time (``store_throughput.measure``). The tools alternate who goes first.
-Medians of ``--runs``. Raw results go to ``bench/results/`` (git-ignored); a Markdown table is printed.
+- crane (``github.com/google/go-containerregistry`` v0.22.1, built once by this script with ``go install``
+  into drtool's binary cache, ``drtool_lab.build.go_binary``): ``crane copy --insecure`` source -> target;
+- skopeo (Debian's, when installed): ``skopeo copy --all --preserve-digests`` source -> target.
+The references copy directly (no store in between) and must keep the manifest's digest. Every command is
+its own process (drtool's real CLI: ``drtool backup``, ``drtool restore``), reaped with ``wait4`` for its
+peak RSS and CPU time (``store_throughput.measure``). The tools alternate who goes first; the ratio
+drtool / reference (wall and CPU) is taken pair by pair, run by run. Medians of ``--runs``. Raw results go
+to ``bench/results/`` (git-ignored); a Markdown table and the ratios are printed.
 """
 
 from __future__ import annotations
@@ -140,24 +144,34 @@ def run_drtool(workdir: Path, root: Path, source: str, run: int, digest: str) ->
         shutil.rmtree(store, ignore_errors=True)
 
 
-def run_skopeo(workdir: Path, root: Path, source: str, run: int, digest: str) -> dict[str, Any]:
-    lab, target = fresh_registry(root, f"bench-skopeo-{run}")
+CRANE = ("crane", "github.com/google/go-containerregistry/cmd/crane", "v0.22.1")
+
+
+def reference_argv(tool: str, source: str, target: str) -> list[str]:
+    """The reference copier's command: source registry -> target registry, the manifest's digest kept."""
+    src, dst = f"{source}/{REPO}:{TAG}", f"{target}/{REPO}:{TAG}"
+    if tool == "crane":
+        from drtool_lab.build import go_binary
+
+        return [str(go_binary(*CRANE)), "copy", "--insecure", src, dst]  # built once, then cached
+    # without --preserve-digests skopeo 1.9 rewrites the manifest (another digest)
+    tls = ["--src-tls-verify=false", "--dest-tls-verify=false"]
+    return ["skopeo", "copy", "--all", "--preserve-digests", *tls, f"docker://{src}", f"docker://{dst}"]
+
+
+def run_reference(tool: str, workdir: Path, root: Path, source: str, run: int, digest: str) -> dict[str, Any]:
+    lab, target = fresh_registry(root, f"bench-{tool}-{run}")
     try:
-        argv = [
-            "skopeo",
-            "copy",
-            "--all",
-            "--preserve-digests",  # without it skopeo 1.9 rewrites the manifest (another digest)
-            "--src-tls-verify=false",
-            "--dest-tls-verify=false",
-            f"docker://{source}/{REPO}:{TAG}",
-            f"docker://{target.host}/{REPO}:{TAG}",
-        ]
-        copy = measure(argv, _env(workdir), workdir / f"skopeo-{run}", "skopeo")
-        assert Registry(target.host).manifest_digest(REPO, TAG) == digest, "skopeo changed the digest"
+        copy = measure(reference_argv(tool, source, target.host), _env(workdir), workdir / f"{tool}-{run}", tool)
+        assert Registry(target.host).manifest_digest(REPO, TAG) == digest, f"{tool} changed the digest"
         return {"copy": _row(copy), "total_s": copy.seconds}
     finally:
         lab.down()
+
+
+def version(tool: str) -> str:
+    argv = [reference_argv(tool, "a", "b")[0], "version" if tool == "crane" else "--version"]
+    return subprocess.run(argv, capture_output=True, text=True).stdout.strip()
 
 
 def main() -> None:
@@ -166,55 +180,71 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/drtool-bench-images"))
+    parser.add_argument("--reference", action="append", choices=["crane", "skopeo"], help="default: both")
     args = parser.parse_args()
-    if not shutil.which("skopeo"):
-        sys.exit("skopeo is not installed: apt-get install skopeo")
+    references = args.reference or ["crane", "skopeo"]
+    if "skopeo" in references and not shutil.which("skopeo"):
+        sys.exit("skopeo is not installed: apt-get install skopeo (or --reference crane)")
     args.workdir.mkdir(parents=True, exist_ok=True)
     root = args.workdir / "labs"
     layers = make_layers(args.workdir, args.size_mib, args.layers)
+    for tool in references:
+        reference_argv(tool, "a", "b")  # builds crane before the first measurement
     src_lab, src = fresh_registry(root, "bench-source")
-    results: dict[str, list[dict[str, Any]]] = {"drtool": [], "skopeo": []}
+    results: dict[str, list[dict[str, Any]]] = {"drtool": [], **{tool: [] for tool in references}}
     try:
         digest = push_big_image(Registry(src.host), layers)
         for run in range(args.runs):
-            order = ("drtool", "skopeo") if run % 2 == 0 else ("skopeo", "drtool")
+            order = ["drtool", *references] if run % 2 == 0 else [*references, "drtool"]
             for tool in order:
                 if tool == "drtool":
                     results[tool].append(run_drtool(args.workdir, root, src.host, run, digest))
                 else:
-                    results[tool].append(run_skopeo(args.workdir, root, src.host, run, digest))
+                    results[tool].append(run_reference(tool, args.workdir, root, src.host, run, digest))
                 print(tool, run, results[tool][-1], file=sys.stderr)
     finally:
         src_lab.down()
-    medians = {
+    d_runs = results["drtool"]
+    medians: dict[str, dict[str, float]] = {
         "drtool": {
-            "backup_s": _median(results["drtool"], "backup", "s"),
-            "restore_s": _median(results["drtool"], "restore", "s"),
-            "total_s": _median(results["drtool"], "total_s"),
-            "backup_peak_rss_mib": _median(results["drtool"], "backup", "peak_rss_mib"),
-            "restore_peak_rss_mib": _median(results["drtool"], "restore", "peak_rss_mib"),
-            "backup_cpu_s": _median(results["drtool"], "backup", "cpu_s"),
-            "restore_cpu_s": _median(results["drtool"], "restore", "cpu_s"),
-        },
-        "skopeo": {
-            "total_s": _median(results["skopeo"], "total_s"),
-            "peak_rss_mib": _median(results["skopeo"], "copy", "peak_rss_mib"),
-            "cpu_s": _median(results["skopeo"], "copy", "cpu_s"),
-        },
+            "backup_s": _median(d_runs, "backup", "s"),
+            "restore_s": _median(d_runs, "restore", "s"),
+            "total_s": _median(d_runs, "total_s"),
+            "backup_peak_rss_mib": _median(d_runs, "backup", "peak_rss_mib"),
+            "restore_peak_rss_mib": _median(d_runs, "restore", "peak_rss_mib"),
+            "backup_cpu_s": _median(d_runs, "backup", "cpu_s"),
+            "restore_cpu_s": _median(d_runs, "restore", "cpu_s"),
+        }
     }
+    ratios: dict[str, dict[str, float]] = {}
+    for tool in references:
+        runs = results[tool]
+        medians[tool] = {
+            "total_s": _median(runs, "total_s"),
+            "peak_rss_mib": _median(runs, "copy", "peak_rss_mib"),
+            "cpu_s": _median(runs, "copy", "cpu_s"),
+        }
+        pairs = list(zip(d_runs, runs, strict=True))
+        ratios[tool] = {
+            "wall": statistics.median(d["total_s"] / r["total_s"] for d, r in pairs),
+            "cpu": statistics.median(
+                (d["backup"]["cpu_s"] + d["restore"]["cpu_s"]) / r["copy"]["cpu_s"] for d, r in pairs
+            ),
+        }
     report: dict[str, Any] = {
         "bench": "images",
         "size_mib": args.size_mib,
         "layers": args.layers,
         "runs": results,
         "medians": medians,
-        "skopeo": subprocess.run(["skopeo", "--version"], capture_output=True, text=True).stdout.strip(),
+        "ratios": ratios,
+        "versions": {tool: version(tool) for tool in references},
         "machine": machine_facts(),
     }
     RESULTS_DIR.mkdir(exist_ok=True)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     (RESULTS_DIR / f"images-{stamp}.json").write_text(json.dumps(report, indent=2))
-    size, d, s = args.size_mib, medians["drtool"], medians["skopeo"]
+    size, d = args.size_mib, medians["drtool"]
     print("| tool | backup s | restore s | total s | MiB/s (total) | CPU s | peak RSS MiB |")
     print("|---|---|---|---|---|---|---|")
     cpu = d["backup_cpu_s"] + d["restore_cpu_s"]
@@ -223,10 +253,14 @@ def main() -> None:
         f"| drtool | {d['backup_s']:.1f} | {d['restore_s']:.1f} | {d['total_s']:.1f} | "
         f"{size / d['total_s']:.0f} | {cpu:.1f} | {rss:.0f} |"
     )
-    print(
-        f"| skopeo copy | - | - | {s['total_s']:.1f} | {size / s['total_s']:.0f} | {s['cpu_s']:.1f} | "
-        f"{s['peak_rss_mib']:.0f} |"
-    )
+    for tool in references:
+        r = medians[tool]
+        print(
+            f"| {tool} copy | - | - | {r['total_s']:.1f} | {size / r['total_s']:.0f} | {r['cpu_s']:.1f} | "
+            f"{r['peak_rss_mib']:.0f} |"
+        )
+    for tool, ratio in ratios.items():
+        print(f"drtool / {tool}: {ratio['wall']:.2f}x wall, {ratio['cpu']:.2f}x CPU (medians of per-run pairs)")
 
 
 def _median(runs: list[dict[str, Any]], key: str, sub: str | None = None) -> float:

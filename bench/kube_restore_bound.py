@@ -121,7 +121,7 @@ def export_bodies(store: Path, backup_id: str, out: Path) -> dict[str, int]:
         for n, level in enumerate(levels(types_in(ctx))):
             for t in level:
                 for rec in records(ctx, t):
-                    body = body_for_apply(rec, t, {})
+                    body = body_for_apply(rec, t)
                     ns, name = body["metadata"].get("namespace"), body["metadata"]["name"]
                     line = {"level": n, "collection": t.path(ns), "object": t.path(ns, name), "body": body}
                     f.write(json.dumps(line) + "\n")

@@ -14,16 +14,20 @@ Safety argument (restic's design, docs/retention.md):
 Objects under S3 Object Lock retention or legal hold are skipped and reported, never errors.
 
 The sweep depends on the format: loose chunks nothing names are deleted (format 1); in format 2 dead packs
-are deleted and mostly-dead ones repacked (drtool/repo/repack.py). The mark set is a sorted array of 32-byte
-ids, read one manifest at a time, so memory grows by 32 bytes per referenced chunk, not by whole manifests.
+are deleted and mostly-dead ones repacked (drtool/repo/repack.py). The mark set is built one manifest at a
+time: each manifest's ids go to a file of their own as it is read (which manifests survive is known only
+once all are read), then the survivors' into 256 parts by chunk id on local disk (drtool/repo/spill.py),
+which the format-2 sweep joins with the index one part at a time: memory does not grow with the store.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
@@ -36,6 +40,7 @@ from drtool.repo.manifest import Manifest
 from drtool.repo.pack_index import hex_ids, unique_ids
 from drtool.repo.packed import PackedStore
 from drtool.repo.repository import Repository
+from drtool.repo.spill import Spill, unique_parts
 from drtool.repo.workers import DEFAULT_WORKERS
 from drtool.repo.writer import DEFAULT_LOCK_WAIT
 from drtool.retention import BackupRef, ChainPosition, Decision, RetentionPolicy, decide
@@ -135,29 +140,20 @@ def _run(
     check_lock: Callable[[], None],
 ) -> None:
     locking = object_lock_enabled(repo.backend)
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-prune") as pool:
-        read = _read_all(repo, repo.backup_ids(), report, pool, workers)
-        manifests = [m for m, _ in read]
-        report.flagged = {m.id: m.flag for m in manifests if m.flag}
-        report.decisions = plan(manifests, policies, now, only_set)
-        doomed = {d.backup.id for ds in report.decisions.values() for d in ds if not d.keep}
-        if not report.dry_run:
-            check_lock()
-            names = [layout.manifest(i) for i in sorted(doomed)]
-            deleted = _delete(repo.backend, names, locking, now, report, pool)
-            report.forgotten = [layout.backup_id_of(n) or n for n in deleted]
-        else:
-            report.forgotten = sorted(doomed)
-        gone = set(report.forgotten)
-        marks = [ids for m, ids in read if m.id not in gone] + [pending_chunks(repo, cleanup=not report.dry_run)]
-        read.clear()  # the mark set replaces the per-manifest arrays
-        referenced = mark_set(marks)
-        report.chunks_referenced = len(referenced)
+    with (
+        ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-prune") as pool,
+        tempfile.TemporaryDirectory(prefix="drtool-prune-") as tmp,
+    ):
+        marks = _forget(repo, policies, only_set, now, report, pool, workers, locking, check_lock, Path(tmp))
         if report.unreadable_manifests:
+            report.chunks_referenced = sum(len(ids) for ids in unique_parts(marks))
             return  # a manifest we cannot read may name any chunk: sweep nothing
         if isinstance(repo.chunks, PackedStore):
-            _sweep_packs(repo.chunks, referenced, locking, now, report, pool, workers, check_lock)
+            _sweep_packs(repo.chunks, marks, locking, now, report, pool, workers, check_lock)
             return
+        # format 1 (loose chunks) holds its mark set whole, as it always did
+        referenced = np.concatenate([np.zeros(0, dtype="S32"), *unique_parts(marks)])  # parts in id order
+        report.chunks_referenced = len(referenced)
         present = set(repo.chunk_ids())
         report.chunks_present = len(present)
         garbage = sorted(present - set(hex_ids(referenced)))
@@ -170,9 +166,45 @@ def _run(
             report.chunks_deleted += len(_delete(repo.backend, names, locking, now, report, pool))
 
 
+def _forget(
+    repo: Repository,
+    policies: Mapping[str, RetentionPolicy],
+    only_set: str | None,
+    now: dt.datetime,
+    report: PruneReport,
+    pool: ThreadPoolExecutor,
+    workers: int,
+    locking: bool,
+    check_lock: Callable[[], None],
+    tmp: Path,
+) -> Spill:
+    """Decide, delete the manifests the policies no longer keep, and return the mark set: the chunks every
+    surviving manifest and every pending shard names, spilled under ``tmp``."""
+    read = _read_all(repo, repo.backup_ids(), report, pool, workers, tmp)
+    manifests = [m for m, _ in read]
+    report.flagged = {m.id: m.flag for m in manifests if m.flag}
+    report.decisions = plan(manifests, policies, now, only_set)
+    doomed = {d.backup.id for ds in report.decisions.values() for d in ds if not d.keep}
+    if not report.dry_run:
+        check_lock()
+        names = [layout.manifest(i) for i in sorted(doomed)]
+        deleted = _delete(repo.backend, names, locking, now, report, pool)
+        report.forgotten = [layout.backup_id_of(n) or n for n in deleted]
+    else:
+        report.forgotten = sorted(doomed)
+    gone = set(report.forgotten)
+    marks = Spill(tmp, "marks", np.dtype("S32"))
+    for m, path in read:
+        if m.id not in gone:
+            marks.add(np.fromfile(path, dtype="S32"))
+        path.unlink()
+    marks.add(pending_chunks(repo, cleanup=not report.dry_run))
+    return marks
+
+
 def _sweep_packs(
     store: PackedStore,
-    referenced: np.ndarray,
+    marks: Spill,
     locking: bool,
     now: dt.datetime,
     report: PruneReport,
@@ -191,7 +223,7 @@ def _sweep_packs(
 
     figures = repack.sweep(
         store,
-        referenced,
+        marks,
         dry_run=report.dry_run,
         workers=workers,
         lock_status=(lambda name: status(name, now)) if status else None,
@@ -201,16 +233,15 @@ def _sweep_packs(
     report.locked_objects.update(figures.pop("locked_objects"))  # type: ignore[arg-type]
     for key, value in figures.items():
         setattr(report, key, value)
-    report.chunks_present = len(store.index(refresh=not report.dry_run))
 
 
 def _read_all(
-    repo: Repository, backup_ids: list[str], report: PruneReport, pool: ThreadPoolExecutor, workers: int
-) -> list[tuple[Manifest, np.ndarray]]:
-    """Every readable manifest without its chunk lists (retention needs the rest), and its chunk ids as a
-    compact array. Fetched ``workers`` at a time in parallel (the latency of S3), opened one at a time: a
-    manifest being parsed holds about 700 bytes per chunk in Python objects (150,000 chunks: 110 MB of RSS),
-    so parsing several at once multiplied the peak by the number of workers."""
+    repo: Repository, backup_ids: list[str], report: PruneReport, pool: ThreadPoolExecutor, workers: int, tmp: Path
+) -> list[tuple[Manifest, Path]]:
+    """Every readable manifest without its chunk lists (retention needs the rest), and a file under ``tmp``
+    holding its distinct chunk ids. Fetched ``workers`` at a time in parallel (the latency of S3), opened
+    one at a time: a manifest being parsed holds about 700 bytes per chunk in Python objects (150,000
+    chunks: 110 MB of RSS), so parsing several at once multiplied the peak by the number of workers."""
     read = []
     for start in range(0, len(backup_ids), workers):
         batch = backup_ids[start : start + workers]
@@ -225,7 +256,9 @@ def _read_all(
             except DrtoolError as exc:
                 report.unreadable_manifests[backup_id] = exc.message
                 continue
-            read.append((manifest.model_copy(update={"artifacts": []}), chunk_array(manifest)))
+            path = tmp / f"manifest-{len(read)}"
+            chunk_array(manifest).tofile(path)
+            read.append((manifest.model_copy(update={"artifacts": []}), path))
     return read
 
 
@@ -241,13 +274,6 @@ def chunk_array(manifest: Manifest) -> np.ndarray:
     """The distinct chunk ids a manifest names, as sorted 32-byte strings."""
     raw = bytes.fromhex("".join(cid for a in manifest.artifacts for cid, _ in a.chunks))
     return unique_ids(np.frombuffer(raw, dtype="S32").copy())
-
-
-def mark_set(arrays: list[np.ndarray]) -> np.ndarray:
-    """The distinct ids of ``arrays``, which it empties: at its peak it holds the ids twice, not three times."""
-    ids = np.concatenate(arrays)
-    arrays.clear()
-    return unique_ids(ids)
 
 
 def pending_chunks(repo: Repository, cleanup: bool) -> np.ndarray:

@@ -96,6 +96,37 @@ def write(backend: Backend, key: MasterKey, packs: np.ndarray, entries: np.ndarr
     return names
 
 
+class IndexWriter:
+    """Index objects written as their rows come, ``MAX_ENTRIES`` at a time (prune streams its new index
+    instead of holding it). ``packs`` is the table the rows' pack numbers refer to; it may grow between
+    ``add`` calls (rows already added keep their numbers)."""
+
+    def __init__(self, backend: Backend, key: MasterKey, packs: np.ndarray) -> None:
+        self.backend, self.key, self.packs = backend, key, packs
+        self.names: list[str] = []
+        self.rows = 0
+        self._pending: list[np.ndarray] = []
+        self._count = 0
+
+    def add(self, rows: np.ndarray) -> None:
+        self._pending.append(rows)
+        self._count += len(rows)
+        self.rows += len(rows)
+        if self._count >= MAX_ENTRIES:
+            rows = np.concatenate(self._pending)
+            whole = len(rows) - len(rows) % MAX_ENTRIES
+            self.names += write(self.backend, self.key, self.packs, rows[:whole])
+            self._pending, self._count = [rows[whole:]], len(rows) - whole
+
+    def close(self) -> list[str]:
+        """Write what is left (an empty index object when nothing was added at all); returns every name."""
+        if self._count or not self.names:
+            rest = np.concatenate([np.zeros(0, dtype=ENTRY), *self._pending])
+            self.names += write(self.backend, self.key, self.packs, rest)
+        self._pending, self._count = [], 0
+        return self.names
+
+
 class PackIndex:
     """The union of index objects: chunk id -> (pack, blob), looked up by binary search."""
 
@@ -178,7 +209,16 @@ Skip = Callable[[str, str], None]  # an object passed over, and why (``Repositor
 
 
 def load(backend: Backend, key: MasterKey, skip: Skip, workers: int = 8) -> tuple[PackIndex, list[str]]:
-    """The union of the index objects in use, and their names.
+    """The union of the index objects in use (``tables``), and their names."""
+    read = list(tables(backend, key, skip, workers))
+    return PackIndex.merge([(packs, entries) for _, packs, entries in read]), [name for name, _, _ in read]
+
+
+def tables(
+    backend: Backend, key: MasterKey, skip: Skip, workers: int = 8
+) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+    """Each index object in use: its name and (packs, entries), read ``workers`` at a time (prune streams them
+    without holding the union).
 
     In use: named like an index object, one ``key`` may open (a retired key: those it sealed before it was
     retired), authenticated, decoded, and not superseded by a repair's marker. Any
@@ -204,9 +244,11 @@ def load(backend: Backend, key: MasterKey, skip: Skip, workers: int = 8) -> tupl
             return None
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-index") as pool:
-        read_tables = list(pool.map(read, names))
-    used = [name for name, table in zip(names, read_tables, strict=True) if table is not None]
-    return PackIndex.merge([table for table in read_tables if table is not None]), used
+        for start in range(0, len(names), workers):
+            batch = names[start : start + workers]
+            for name, table in zip(batch, pool.map(read, batch), strict=True):
+                if table is not None:
+                    yield name, *table
 
 
 def supersede(backend: Backend, key: MasterKey, index_ids: Iterable[str]) -> str:
