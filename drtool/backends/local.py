@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from drtool.backends import direct
 from drtool.backends.birth import birth_time
 from drtool.errors import NotFound, ObjectExists, StoreUnavailable
 
@@ -36,6 +37,7 @@ class LocalBackend:
         self.url = str(self.root)
         self._unsynced: set[Path] = set()  # directories with new entries not yet fsynced
         self._unsynced_lock = threading.Lock()
+        self._direct = direct.supported()  # large objects past the page cache (drtool/backends/direct.py)
 
     def endpoint(self) -> str:
         return ""
@@ -67,8 +69,9 @@ class LocalBackend:
             tmp_dir.mkdir(mode=0o700, exist_ok=True)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
+                if not self._write_direct(fd, data):
+                    f.write(data)
+                    f.flush()
                 os.fsync(f.fileno())
             self._folders(path.parent)
             if exclusive or write_once:
@@ -91,6 +94,14 @@ class LocalBackend:
         except BaseException:
             _unlink_quietly(tmp)
             raise
+
+    def _write_direct(self, fd: int, data: bytes) -> bool:
+        """A large object written past the page cache; False when it is small or the filesystem refuses
+        (then never tried again by this backend): the caller writes it the ordinary way."""
+        if not self._direct or len(data) < direct.DIRECT_MIN:
+            return False
+        self._direct = direct.write(fd, data)
+        return self._direct
 
     def _folders(self, folder: Path) -> None:
         """Make ``folder`` and any missing parent below the store root, each 0700."""

@@ -12,29 +12,21 @@ The gear table is keyed, so chunk boundaries do not fingerprint known files. pyf
 XORs into every entry of its table, not a table: stores made before keyed gear tables use a 32-bit seed
 (which a single known cut point lets an attacker filter cheaply, bit by bit); newer key generations also
 pass the input through a secret permutation of the 256 byte values, so the chunker reads
-``GEAR[perm[b]] ^ seed`` — a table chosen by the key among 256! x 2^63 (``MasterKey.gear``). The cut points
-found on the permuted bytes (one more copy of the window) are applied to the bytes themselves.
+``GEAR[perm[b]] ^ seed`` — a table chosen by the key among 256! x 2^63 (``MasterKey.gear``). That table is
+written into pyfastcdc's own (drtool/repo/gear.py); only where that cannot be done are the cut points found
+on a permuted copy of each window and applied to the bytes themselves.
 """
 
 from __future__ import annotations
 
-from pyfastcdc import FastCDC
-
 from drtool.repo.chunks import Buffer
 from drtool.repo.config import ChunkerParams
+from drtool.repo.gear import keyed_fastcdc
 
 
 class StreamChunker:
     def __init__(self, params: ChunkerParams, gear: tuple[bytes | None, int]) -> None:
-        permutation, seed = gear
-        self._cdc = FastCDC(
-            avg_size=params.avg_size,
-            min_size=params.min_size,
-            max_size=params.max_size,
-            normalized_chunking=params.normalized_chunking,
-            seed=seed,
-        )
-        self._permutation = permutation
+        self._cdc, self._permutation = keyed_fastcdc(params, *gear)  # a permutation left: translate windows
         # two largest chunks: at least one certain cut per window; the held-back piece (an average chunk)
         # copied again is 1/8 more copying, and a stream holds about three windows (writes, cutting, in flight)
         self._window = 2 * params.max_size
