@@ -150,10 +150,19 @@ print("mount", "refused" if libc.mount(b"none", b"/mnt", b"tmpfs", 0, None) else
 
 @pytest.fixture
 def upstream() -> Iterator[tuple[str, list[str]]]:
-    """A nameserver on the host that notes every query it gets and answers each one (10.9.9.9)."""
-    address, asked = "127.0.0.77", []
+    """A nameserver on the host that notes every query it gets and answers each one (10.9.9.9). Port 53 (a
+    resolver has no port), on the first loopback address no other run of this test holds."""
+    asked: list[str] = []
     server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    server.bind((address, 53))
+    for last in range(77, 255):
+        address = f"127.0.53.{last}"
+        try:
+            server.bind((address, 53))
+            break
+        except OSError:
+            continue
+    else:
+        pytest.fail("no free loopback address for port 53 in 127.0.53.77-254")
 
     def run() -> None:
         while True:
