@@ -308,7 +308,7 @@ class Repository:
         moved = [m for m in read if accept(m) and not m.trusted and self.only_back_dated(m)]
         if not moved:
             return None
-        chosen = max(moved, key=lambda m: m.id)
+        chosen = max(moved, key=_newness)
         log.warning(
             "no candidate for latest is vouched for by the store's clock: %d look back-dated, so its times moved "
             "(a copied store, files replaced, or a chmod on a filesystem without birth times); using the newest "
@@ -346,12 +346,13 @@ class Repository:
         with ThreadPoolExecutor(max_workers=min(batch, 16)) as pool:
             start, size = 0, 1
             while start < len(ordered):
-                opened = pool.map(self._readable_manifest, ordered[start : start + size])
-                manifests = [m for m in opened if m is not None]
+                end = _whole_seconds(ordered, start + size)
+                opened = pool.map(self._readable_manifest, ordered[start:end])
+                manifests = sorted((m for m in opened if m is not None), key=_newness, reverse=True)
                 if read is not None:
                     read.extend(manifests)
                 yield from manifests
-                start, size = start + size, min(2 * size, batch)
+                start, size = end, min(2 * size, batch)
 
     def _readable_manifest(self, backup_id: str) -> Manifest | None:
         try:
@@ -362,6 +363,25 @@ class Repository:
 
     def delete_manifest(self, backup_id: str) -> None:
         self.backend.delete(layout.manifest(backup_id))
+
+
+def _second(backup_id: str) -> str:
+    """The second a backup id was made in: ids of one second sort by their random suffix, not by time."""
+    return backup_id.split("-", 1)[0]
+
+
+def _whole_seconds(ordered: list[str], end: int) -> int:
+    """``end`` moved past the ids (newest first) made in the same second as the one before it, so a batch
+    never splits a second: its manifests are ordered by their times only when read together."""
+    while 0 < end < len(ordered) and _second(ordered[end]) == _second(ordered[end - 1]):
+        end += 1
+    return end
+
+
+def _newness(manifest: Manifest) -> tuple[str, str, str, str]:
+    """Newer first by the second of its id, then, within one second (two backups a second apart in a loop, or
+    a follower's deltas), by when it finished and started as its authenticated manifest says."""
+    return (_second(manifest.id), manifest.finished, manifest.started, manifest.id)
 
 
 def _log_skip(line: str) -> None:

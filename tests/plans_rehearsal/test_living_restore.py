@@ -209,9 +209,9 @@ def test_owner_chains_survive_the_garbage_collector(living: Living, restored: Re
         assert config_map.metadata.owner_references[0].uid == deployment.metadata.uid
         trainjob = custom.get_namespaced_custom_object("trainer.kubeflow.org", "v1alpha1", ns, "trainjobs",
                                                        f"{ns.removeprefix('team-')}-pretrain")  # fmt: skip
-        jobset = custom.get_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", ns, "jobsets",
-                                                     trainjob["metadata"]["name"])  # fmt: skip
-        assert jobset["metadata"]["ownerReferences"][0]["uid"] == trainjob["metadata"]["uid"]  # a custom resource owner
+        # its JobSet is Trainer's to make again from the held TrainJob (drtool/kube/skips.py): not restored
+        jobsets = custom.list_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", ns, "jobsets")["items"]
+        assert trainjob["metadata"]["name"] not in {j["metadata"]["name"] for j in jobsets}
 
 
 def test_restored_jobs_are_held_and_a_completed_one_is_never_run_again(

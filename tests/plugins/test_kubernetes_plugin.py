@@ -19,6 +19,7 @@ from drtool_plugins.kubernetes import KubernetesPlugin
 
 from drtool.backup import run_backup
 from drtool.errors import SourceError, UsageError
+from drtool.kube.artifacts import LEFT_FORMAT
 from drtool.kube.discovery import ResourceType
 from drtool.kube.order import PRIORITIES, levels
 from drtool.kube.skips import SKIPPED_NAMESPACES, SKIPPED_RESOURCES
@@ -66,13 +67,18 @@ def records(repo: Repository, manifest: Manifest, artifact: str) -> list[dict[st
         return [json.loads(line) for line in src.read().splitlines() if line]
 
 
+def typed(manifest: Manifest) -> list[Any]:
+    """The backup's artifacts of objects by type (not its records of what was left to controllers)."""
+    return [a for a in manifest.artifacts_of("kubernetes") if a.meta.get("format") != LEFT_FORMAT]
+
+
 def artifact_names(manifest: Manifest) -> set[str]:
-    return {a.name for a in manifest.artifacts_of("kubernetes")}
+    return {a.name for a in typed(manifest)}
 
 
 def type_paths(manifest: Manifest) -> list[str]:
     """Collection URLs of every type in a backup (from the artifacts' recorded group/version/resource)."""
-    return [ResourceType.from_meta(dict(a.meta)).path() for a in manifest.artifacts_of("kubernetes")]
+    return [ResourceType.from_meta(dict(a.meta)).path() for a in typed(manifest)]
 
 
 def snapshot(server: KubeLab, paths: list[str]) -> dict[str, str]:
@@ -219,7 +225,7 @@ def test_backup_works_with_a_read_only_identity(repo: Repository, kube_source: K
 
 def _namespaces_in(repo: Repository, manifest: Manifest) -> set[str]:
     found = set()
-    for a in manifest.artifacts_of("kubernetes"):
+    for a in typed(manifest):
         for rec in records(repo, manifest, a.name):
             if rec["object"]["metadata"].get("namespace"):
                 found.add(rec["object"]["metadata"]["namespace"])
@@ -264,7 +270,7 @@ def test_include_resources_brings_the_crd_and_namespaces_it_needs(repo: Reposito
 
 def test_label_selector(repo: Repository, kube_source: KubeLab) -> None:
     manifest = backup(repo, kube_source, label_selector="app=model-server")
-    for a in manifest.artifacts_of("kubernetes"):
+    for a in typed(manifest):
         if a.name in ("resources/core/namespaces.ndjson",):
             continue
         for rec in records(repo, manifest, a.name):
@@ -344,13 +350,14 @@ def test_owner_references_point_at_the_new_owners(restored: tuple[KubeLab, Any],
         assert owned_secrets and all(
             s["metadata"]["ownerReferences"][0]["uid"] == config["metadata"]["uid"] for s in owned_secrets
         )
-    trainjob = get(target, "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-nlp/trainjobs/nlp-pretrain")
-    jobsets = [
+    # the seed's JobSet is its TrainJob's: left out for Trainer to make again from the held TrainJob
+    # (drtool/kube/skips.py; this lab runs no Trainer, tests/plugins/test_trainjob_holds.py runs it)
+    get(target, "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-nlp/trainjobs/nlp-pretrain")
+    assert not [
         j
         for j in items(target, "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-nlp/jobsets")
         if j["metadata"].get("ownerReferences")
     ]
-    assert jobsets and jobsets[0]["metadata"]["ownerReferences"][0]["uid"] == trainjob["metadata"]["uid"]
 
 
 def test_objects_absent_from_the_target_are_created_not_applied(restored: tuple[KubeLab, Any]) -> None:

@@ -161,11 +161,30 @@ def test_unknown_backup_and_latest(repo: Repository) -> None:
         repo.resolve("latest")
     first = _backup(repo, {"x": b"1"})
     second = _backup(repo, {"x": b"2"})
-    assert repo.resolve("latest") == max(first.id, second.id)
+    assert repo.resolve("latest") == second.id != first.id
     with pytest.raises(NotFound):
         repo.get_manifest("20990101T000000Z-000000")
     with pytest.raises(NotFound):
         repo.resolve("1999")
+
+
+def _backup_as(repo: Repository, backup_id: str, data: bytes) -> Manifest:
+    with BackupSession(repo, backup_id=backup_id) as session:
+        with session.context_for("test").artifact("x") as sink:
+            sink.write(data)
+        return session.commit()
+
+
+def test_latest_within_one_second_is_the_one_made_last_not_the_highest_suffix(repo: Repository) -> None:
+    """Before: ids of one second sorted by their random suffix, so `latest` was the older backup about half
+    the time when two were made in the same second (a fresh-clone run restored the first of two backups)."""
+    older = _backup_as(repo, "20261205T224327Z-ffffff", b"older")
+    _backup_as(repo, "20261205T224327Z-888888", b"middle")
+    newest = _backup_as(repo, "20261205T224327Z-000000", b"newest")
+    assert repo.resolve("latest") == newest.id
+    assert _read(repo, "latest", "x") == b"newest"
+    later = _backup_as(repo, "20261205T224328Z-000000", b"a second later")
+    assert repo.resolve("latest") == later.id != older.id
 
 
 def test_artifact_names_are_checked(repo: Repository) -> None:
