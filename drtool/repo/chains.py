@@ -155,11 +155,11 @@ class Chain:
         deltas = []
         previous = base
         for delta in (d for d in self.deltas if d.seq > base.seq):
+            if _reached(previous, point):
+                break  # the full already holds the point: a hole after it does not matter
             check_continuity(previous, delta)
             deltas.append(delta)
             previous = delta
-            if _reached(delta, point):
-                break
         return PointPlan(self, base, deltas, point, passed_over=later)
 
 

@@ -119,3 +119,15 @@ def test_a_chain_written_now_that_claims_an_old_start_is_not_chosen_for_an_old_p
 
 def test_trust_compacted_goes_with_at(cli: Cli) -> None:
     assert_clean_error(cli("restore", "latest", "-p", "etcd", "--trust-compacted"), 2, "goes with --at")
+
+
+@pytest.mark.parametrize("missing", [1, 2])
+def test_a_hole_after_the_point_does_not_refuse_the_point(missing: int) -> None:
+    """The point the full (or the delta before the hole) already holds restores; only points past the hole are
+    refused, naming the revisions lost. CI once lost the first delta and refused the full's own revision."""
+    links = [x for x in genuine() if x.seq != missing]
+    held = 100 + 10 * (missing - 1)
+    result = plan(links, str(held))
+    assert [d.seq for d in result.deltas] == list(range(1, missing))
+    with pytest.raises(ChainGap, match=f"revisions {held + 1}..{held + 10} are not in the store"):
+        plan(links, str(held + 1))
