@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from drtool.errors import NotFound, SourceError
-from drtool.plugin.contract import Check, Dependency, Plugin, RestoreResult
+from drtool.plugin.contract import FAILED, PASSED, Check, Dependency, Plugin, RestoreResult, verification
 from drtool.progress import Progress
 from drtool.repo.chains import PointPlan
 from drtool.repo.manifest import Manifest
@@ -34,18 +34,18 @@ class RestoreOutcome:
 
     @property
     def failed(self) -> bool:
-        """A check ran and failed; a skipped verification fails nothing."""
-        return not all(c.ok for c in self.checks)
+        """A check ran and failed; a skipped verification, or one with nothing to check, fails nothing."""
+        return self.verification == FAILED
 
     @property
     def verified(self) -> bool:
-        """Checks ran and all passed: an `all()` over no checks is not a verification."""
-        return self.verification_ran and not self.failed
+        """At least one check ran and all passed: an `all()` over no checks is not a verification."""
+        return self.verification == PASSED
 
     @property
     def verification(self) -> str:
-        """What the report says of the checks: skipped, passed or failed."""
-        return "skipped" if not self.verification_ran else "failed" if self.failed else "passed"
+        """What the report says of the checks: skipped, none (nothing to check), passed or failed."""
+        return verification(self.checks, self.verification_ran)
 
 
 def restore_dependencies(

@@ -11,6 +11,7 @@ import typer
 from drtool.cli.state import console, print_json, progress, state
 from drtool.cli.store_cmds import BackupArg, JsonOpt, TargetOpt, parse_pairs
 from drtool.errors import SourceError, UsageError
+from drtool.plugin.contract import verification
 from drtool.plugin.manager import get_plugin, load_plugins
 from drtool.repo.restore_context import PluginRestoreContext
 from drtool.restore import run_restore
@@ -115,6 +116,6 @@ def shard_restore(
         raise SourceError(f"restored {plugin}, but verification failed: {failed}", "the checks are listed above")
     facts = {"index": shard, "count": count, "committed": committed, "summary": outcome.result.summary}
     if as_json:
-        print_json(facts | {"checks": [c.__dict__ for c in checks]})
+        print_json(facts | {"checks": [c.__dict__ for c in checks], "verification": verification(checks, verify)})
     else:
         console.print(f"shard {shard} of {count}: {outcome.result.summary}" + (" (committed)" if committed else ""))

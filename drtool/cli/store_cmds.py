@@ -18,6 +18,7 @@ from drtool.crypto.slots import keyfile_text, new_keyfile_text
 from drtool.errors import IntegrityError, PartialBackup, SourceError, UsageError
 from drtool.files import create_private, refuse_existing
 from drtool.plugin import settings
+from drtool.plugin.contract import VERDICT_TEXT
 from drtool.plugin.manager import get_plugin, load_plugins
 from drtool.repo.chains import PointPlan, find_point
 from drtool.repo.check import check as check_store
@@ -353,8 +354,8 @@ def restore(
         for c in outcome.checks:
             mark = "[green]ok[/]" if c.ok else "[red]FAILED[/]"
             console.print(f"  {mark} {c.name}" + (f" — {c.detail}" if c.detail else ""))
-        if not outcome.verification_ran:
-            console.print("  [yellow]not verified[/] (--no-verify)")
+        if not outcome.verified and not outcome.failed:
+            console.print(f"  [yellow]{VERDICT_TEXT[outcome.verification]}[/]")
     if outcome.failed:
         failed = ", ".join(c.name for c in outcome.checks if not c.ok)
         raise SourceError(

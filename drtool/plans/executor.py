@@ -36,6 +36,7 @@ from drtool.plans.schema import Step
 from drtool.plans.step_process import StepGuard, StepJob, run_attempt
 from drtool.plans.steps import skip_reason, step_target
 from drtool.plans.validate import ensure_valid
+from drtool.plugin.contract import NO_CHECKS, VERDICT_TEXT, verification
 from drtool.plugin.manager import load_plugins
 from drtool.progress import Progress, Task
 from drtool.repo.chains import ChainReader
@@ -356,6 +357,7 @@ class Executor:
         options = self.plan.options_for(step, takes)
         job = StepJob.of(self.repo, backup, step.id, step.uses, dict(target), options, guard)
         result.progress_done, result.progress_total = 0, None
+        result.verification = ""
         tasks: dict[int, Task | None] = {}
         timeout = step.timeout.total_seconds() if step.timeout else None
         outcome = run_attempt(job, timeout, lambda event: self._on_event(result, tasks, event))
@@ -374,7 +376,10 @@ class Executor:
         result.changed, result.summary = outcome.result.changed, outcome.result.summary
         result.recovery_point = str(outcome.result.details.get("recovery_point") or "")
         result.checks = list(outcome.checks)
+        result.verification = verification(outcome.checks)
         result.log += [f"check {'ok' if c.ok else 'FAILED'}: {c.name} {c.detail}".rstrip() for c in outcome.checks]
+        if result.verification == NO_CHECKS:
+            result.log.append(f"{utc_now()} {VERDICT_TEXT[NO_CHECKS]}")
         failed = [c.name for c in outcome.checks if not c.ok]
         return f"verification failed: {', '.join(failed)}" if failed else None
 

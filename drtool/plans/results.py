@@ -41,6 +41,7 @@ class StepResult:
     error: str = ""
     done_in: str = ""  # the run in which the step ended ok (an earlier one when a resume took it over)
     checks: list[Check] = dataclasses.field(default_factory=list)
+    verification: str = ""  # once the step's verify ran: passed, failed or none (drtool.plugin.contract)
     log: list[str] = dataclasses.field(default_factory=list)
     refused_connections: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     recovery_point: str = ""  # source time of the restored state, when the plugin reports it (a PITR)

@@ -67,6 +67,27 @@ class Check:
     detail: str = ""
 
 
+# A restore's verification verdict. A verify that had nothing to check returns no checks, and says so: an all()
+# over nothing is not a pass, so a restore is verified only when at least one check ran and every one passed.
+SKIPPED, NO_CHECKS, PASSED, FAILED = "skipped", "none", "passed", "failed"
+VERDICT_TEXT = {
+    SKIPPED: "not verified: verification skipped (--no-verify)",
+    NO_CHECKS: "not verified: no checks ran (the plugin had nothing to check)",
+    PASSED: "verified",
+    FAILED: "verification failed",
+}
+
+
+def verification(checks: Sequence[Check], ran: bool = True) -> str:
+    """The verdict: ``skipped`` (verify did not run), ``none`` (it ran and checked nothing), ``failed`` (a
+    check failed) or ``passed`` (at least one check, every one ok)."""
+    if not ran:
+        return SKIPPED
+    if not checks:
+        return NO_CHECKS
+    return PASSED if all(c.ok for c in checks) else FAILED
+
+
 @dataclasses.dataclass(frozen=True)
 class Dependency:
     """Something a restore needs or a restored object will point at.
@@ -179,7 +200,9 @@ class Plugin(Protocol):
 
     def verify(self, ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[str, Any]) -> list[Check]:
         """Read the target back and compare with the backup; ``options`` are the restore's (dry run,
-        namespace map, ...), so verify checks what that restore was asked to do."""
+        namespace map, ...), so verify checks what that restore was asked to do. Nothing to check (a dry run
+        wrote nothing, the backup holds none of what the plugin restores): return no checks, never a check
+        that checks nothing; the restore is then reported as not verified (``verification``: ``none``)."""
         ...
 
     def dependencies(self, ctx: RestoreContext, target: Mapping[str, Any]) -> list[Dependency]: ...

@@ -118,7 +118,9 @@ def _run(report: Mapping[str, Any], run: Mapping[str, Any]) -> list[str]:
                 STEP_MARK.get(s.get("status"), s.get("status")),
                 s["duration"],
                 s.get("attempts"),
-                "; ".join(filter(None, (s.get("error") or s.get("summary"), s["approval_note"]))),
+                "; ".join(
+                    filter(None, (s.get("error") or s.get("summary"), s["approval_note"], s["verification_note"]))
+                ),
             )
             for s in steps
         ],

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from drtool.durations import format_duration
+from drtool.plugin.contract import NO_CHECKS
+from drtool.plugin.contract import VERDICT_TEXT as VERIFICATION_TEXT
 
 VERDICT_TEXT = {
     "fail": "FAIL: something the restore needs lies inside the failure domain",
@@ -81,9 +83,14 @@ def step_rows(run: Mapping[str, Any]) -> list[dict[str, Any]]:
         took = float(finished) - float(started) if started is not None and finished is not None else None
         rows.append(
             {**step, "duration": seconds(took), "refused": step.get("refused_connections") or [],
-             "approval_note": approval_note(step.get("approval"))}
+             "approval_note": approval_note(step.get("approval")), "verification_note": verification_note(step)}
         )  # fmt: skip
     return rows
+
+
+def verification_note(step: Mapping[str, Any]) -> str:
+    """What a step's verify said when it was not a plain pass or fail: it had nothing to check."""
+    return VERIFICATION_TEXT[NO_CHECKS] if step.get("verification") == NO_CHECKS else ""
 
 
 def approval_note(approval: Mapping[str, Any] | None) -> str:
@@ -138,6 +145,14 @@ def verdicts(report: Mapping[str, Any]) -> list[tuple[str, str]]:
             out.append(("fail", f"REHEARSAL FAILED: {what}"))
         elif missed:
             out.append(("fail", f"REHEARSAL RESTORED, OBJECTIVES MISSED: {', '.join(missed)}"))
+        elif unverified(run):
+            said = f"restored and within its objectives; no checks ran in {', '.join(unverified(run))}"
+            out.append(("unknown", f"REHEARSAL PASSED UNVERIFIED: {said}"))
         else:
             out.append(("pass", "REHEARSAL PASSED: restored, verified and within its objectives"))
     return out
+
+
+def unverified(run: Mapping[str, Any]) -> list[str]:
+    """Steps that ended ok whose verify had nothing to check (``verification``: none): restored, not verified."""
+    return [s["id"] for s in run.get("steps") or [] if s.get("status") == "ok" and s.get("verification") == NO_CHECKS]

@@ -22,6 +22,7 @@ from typing import Any
 from drtool.errors import DrtoolError
 from drtool.plans.schema import Plan, Step
 from drtool.plans.steps import step_target
+from drtool.plugin.contract import VERDICT_TEXT
 from drtool.plugin.manager import load_plugins
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
@@ -137,6 +138,7 @@ def _run(
     except DrtoolError as exc:
         return entry | {"ok": False, "detail": exc.one_line()}, None
     failed = [c for c in outcome.checks if not c.ok]
-    detail = outcome.result.summary + (f"; verification failed: {failed[0].name}" if failed else ", verified")
+    said = ", verified" if outcome.verified else f"; {VERDICT_TEXT[outcome.verification]}"
+    detail = outcome.result.summary + (f"; verification failed: {failed[0].name}" if failed else said)
     resume = {run: step for run, (step, _) in newest.items()}
     return entry | {"ok": not failed, "detail": detail, "resume_steps": resume}, manifest

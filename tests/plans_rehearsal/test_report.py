@@ -244,6 +244,24 @@ def test_the_two_recovery_times_and_the_training_recovery_point(tmp_path: Path) 
     assert "restore steps done 1m40s" in text and "in service 1m52s" in text
 
 
+def test_a_step_that_checked_nothing_is_not_called_verified(tmp_path: Path) -> None:
+    """A step whose verify had nothing to check (``verification``: none; an all() over no checks once read as
+    a pass) does not fail the rehearsal, but the headline and its row say it was not verified."""
+    unchecked = copy.deepcopy(IN_SERVICE)
+    unchecked["run"]["steps"][2]["verification"] = "none"
+    unchecked["run"]["rpo"] |= {"objective_s": 150, "met": True}
+    paths = write_report(unchecked, tmp_path, "r")
+    md = paths["md"].read_text()
+    assert "REHEARSAL PASSED UNVERIFIED: restored and within its objectives; no checks ran in quotas" in md
+    assert "| quotas | kueue | ✅ ok | 30.0s | 1 | kueue restored; not verified: no checks ran" in md
+    page = Elements(paths["html"].read_text())
+    assert len(page.find("span", **{"class": "verdict-unknown"})) == 1
+    assert len(page.find("span", **{"class": "unverified"})) == 1
+    del unchecked["run"]["steps"][2]["verification"]
+    plain = write_report(unchecked, tmp_path / "plain", "r")["md"].read_text()
+    assert "REHEARSAL PASSED: restored, verified and within its objectives" in plain and "no checks ran" not in plain
+
+
 def test_dag_svg_of_a_plan() -> None:
     plan = Plan.model_validate(
         {

@@ -68,6 +68,7 @@ def test_backup_then_push_into_a_new_remote(
     deps = restore_dependencies(repo, plugin, manifest, target)
     assert any(d.kind == "endpoint" and d.address == target["url"] for d in deps)
     dry = run_restore(repo, manifest, plugin, target, options={"dry_run": True})
+    assert (dry.checks, dry.verification, dry.verified, dry.failed) == ([], "none", False, False)  # nothing to check
     assert dry.result.details["repos"] == {"platform-config": "would push 4 refs"} and refs(target["url"]) == {}
     outcome = run_restore(repo, manifest, plugin, target)
     assert outcome.result.changed and outcome.verified, outcome.checks

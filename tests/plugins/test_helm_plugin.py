@@ -108,6 +108,7 @@ def test_round_trip_releases_and_charts(
 
     target = {"kubeconfig": kube_target.kubeconfig, "registry": registry_target.host}
     dry = run_restore(repo, manifest, plugin, target, options={"dry_run": True})
+    assert (dry.checks, dry.verification, dry.verified, dry.failed) == ([], "none", False, False)  # nothing to check
     assert not dry.result.changed and dry.result.details["written"] == 4 and dry.result.details["charts_changed"] == 3
     assert helm_json(kube_target, "list", "-A") == []  # nothing written
 

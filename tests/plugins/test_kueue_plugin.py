@@ -358,6 +358,7 @@ def test_missing_flavor_is_reported_before_anything_is_written(
     assert "FlavorNotFound" in (err.value.hint or "")
     assert versions(kueue_target) == before
     dry = run_restore(module_repo, broken, plugin, settings(kueue_target), options={**SEED_ALLOW, "dry_run": True})
+    assert (dry.checks, dry.verification, dry.verified, dry.failed) == ([], "none", False, False)  # nothing to check
     assert "would FAIL: 1 missing reference(s)" in dry.result.summary
     assert dry.result.details["would_change"] == ["clusterqueues.kueue.x-k8s.io cq-speech"]
     assert versions(kueue_target) == before

@@ -185,6 +185,7 @@ def test_verify_catches_a_tampered_file_and_a_restore_repairs_it(
     checks = {c.name: c for c in plugin.verify(ctx, target.settings, {})}
     assert not checks["artifact checksums"].ok and key.split("/", 1)[1] in checks["artifact checksums"].detail
     dry = run_restore(module_repo, seeded_backup, plugin, target.settings, options={"dry_run": True})
+    assert (dry.checks, dry.verification, dry.verified, dry.failed) == ([], "none", False, False)  # nothing to check
     assert dry.result.changed is False and dry.result.details["would_change"] == [f"file {key}"]
     assert s3.get_object(Bucket=target.server.bucket, Key=key)["Body"].read() == b'{"weights": [666]}'
     repaired = run_restore(module_repo, seeded_backup, plugin, target.settings)
