@@ -21,12 +21,13 @@ from drtool.errors import UsageError
 from drtool.plugin.contract import FollowSupport, Plugin, WriteLink
 from drtool.plugin.settings import check_sources
 from drtool.repo.chains import Link
+from drtool.repo.layout import DEFAULT_FOLLOW_SET
 from drtool.repo.manifest import ChainLink, Manifest, PluginOutcome, utc_now
 from drtool.repo.repository import Repository
 from drtool.repo.writer import DEFAULT_LOCK_WAIT, BackupSession, merge_facts
 
 log = logging.getLogger(__name__)
-DEFAULT_SET = "follow"
+DEFAULT_SET = DEFAULT_FOLLOW_SET
 
 
 @dataclasses.dataclass(frozen=True)

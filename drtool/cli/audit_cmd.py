@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from drtool.cli.state import console, print_json, state
-from drtool.durations import parse_duration
 from drtool.errors import AuditFailed
 
 if TYPE_CHECKING:
@@ -45,6 +44,7 @@ def audit(
     from drtool.catalog.runs import RunLog
     from drtool.catalog.scenarios import ScenarioLog
     from drtool.cli.plan_cmds import load_checked
+    from drtool.durations import parse_duration
     from drtool.kube.settings import Connection
 
     app_state = state(ctx)

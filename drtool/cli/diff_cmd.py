@@ -6,7 +6,7 @@ the kueue plugin does. The command only prints: the comparison is the plugin's.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -14,10 +14,9 @@ from rich.table import Table
 from drtool.cli.state import console, print_json, state
 from drtool.cli.store_cmds import BackupArg, JsonOpt, TargetOpt, parse_pairs
 from drtool.errors import Differs, NotFound, UsageError
-from drtool.plugin import settings
-from drtool.plugin.contract import DiffResult, DiffSupport
-from drtool.plugin.manager import get_plugin, load_plugins
-from drtool.repo.restore_context import PluginRestoreContext
+
+if TYPE_CHECKING:
+    from drtool.plugin.contract import DiffResult
 
 
 def diff(
@@ -31,6 +30,11 @@ def diff(
 
     Example: drtool diff latest --plugin kueue --target kubeconfig=/etc/kubernetes/admin.conf
     """
+    from drtool.plugin import settings
+    from drtool.plugin.contract import DiffSupport
+    from drtool.plugin.manager import get_plugin, load_plugins
+    from drtool.repo.restore_context import PluginRestoreContext
+
     chosen = get_plugin(plugin)
     if not isinstance(chosen, DiffSupport):
         able = sorted(name for name, p in load_plugins().items() if isinstance(p, DiffSupport))

@@ -15,7 +15,6 @@ from rich.table import Table
 from drtool.cli import drill_matrix_cmds
 from drtool.cli.plan_cmds import PlanOpt, ValuesOpt, load_checked, open_plan_repo
 from drtool.cli.state import console, print_json, state
-from drtool.durations import format_duration
 
 
 def drills(
@@ -27,6 +26,7 @@ def drills(
 ) -> None:
     """The history of rehearsals: date, plan, backup, RPO, RTO, objectives met, independence verdict."""
     from drtool.catalog.runs import RunLog
+    from drtool.durations import format_duration
 
     if matrix:
         drill_matrix_cmds.matrix(ctx, as_json, out, metrics)

@@ -11,14 +11,10 @@ import typer
 
 from drtool.cli.plan_cmds import ValuesOpt, load_checked, open_plan_repo
 from drtool.cli.state import console, print_json, state
-from drtool.drills.scenarios import SCENARIOS
 from drtool.errors import UsageError
-from drtool.plans.loader import read_values
 
 if TYPE_CHECKING:
     from drtool.catalog.scenarios import ScenarioDrillRow
-
-RUNNABLE = [name for name, s in SCENARIOS.items() if s.runnable and name != "whole-cluster-lost"]
 
 
 def drill(
@@ -75,7 +71,7 @@ def drill(
         _print_row(_bad_write(ctx, target, plan, values, namespace, follow_set, cluster, approve), as_json)
         return
     else:
-        raise UsageError(f"no injector for scenario {scenario!r}", f"runnable: {', '.join(RUNNABLE)}")
+        raise UsageError(f"no injector for scenario {scenario!r}", f"runnable: {', '.join(runnable())}")
     allowed_target(target, cluster, approve)  # before the store or the plan is even read
     if plan is None:
         raise UsageError(f"{scenario} needs --plan", "the restore plan that recovers it (docs/drills.md)")
@@ -94,6 +90,12 @@ def drill(
         step_targets=step_targets,
     )
     _print_row(row, as_json)
+
+
+def runnable() -> list[str]:
+    from drtool.drills.scenarios import SCENARIOS
+
+    return [name for name, s in SCENARIOS.items() if s.runnable and name != "whole-cluster-lost"]
 
 
 def _gpu_pool(
@@ -133,6 +135,7 @@ def _bad_write(
 
     from drtool.drills.bad_write import BadWrite
     from drtool.drills.run import run_drill
+    from drtool.plans.loader import read_values
     from drtool.plans.source import find_backup
     from drtool.plans.validate import check_file
     from drtool.plugin.manager import load_plugins

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from drtool.cli.state import console, print_json, progress, state
 from drtool.cli.store_cmds import parse_pairs
-from drtool.compact import compact
-from drtool.follow import DEFAULT_SET, FollowSession, run_follow
-from drtool.plugin.manager import get_plugin
-from drtool.repo.manifest import Manifest
+from drtool.repo.layout import DEFAULT_FOLLOW_SET
+
+if TYPE_CHECKING:
+    from drtool.repo.manifest import Manifest
 
 PluginOpt = Annotated[
     str, typer.Option("--plugin", "-p", help="A plugin with a continuous mode (etcd, kubernetes, kueue).")
@@ -23,7 +23,7 @@ OptionOpt = Annotated[list[str] | None, typer.Option("--option", "-o", help="Plu
 def follow(
     ctx: typer.Context,
     plugin: PluginOpt = "etcd",
-    backup_set: SetOpt = DEFAULT_SET,
+    backup_set: SetOpt = DEFAULT_FOLLOW_SET,
     period: Annotated[float | None, typer.Option(help="Seconds between deltas (etcd: 20, kubernetes: 5).")] = None,
     max_events: Annotated[int | None, typer.Option(help="Write a delta once this many events are buffered.")] = None,
     option: OptionOpt = None,
@@ -32,6 +32,9 @@ def follow(
 
     A backup set of the config with `follow: {...}` gives the plugin, its source and options.
     Example: drtool follow -p etcd --set etcd-prod --period 20"""
+    from drtool.follow import FollowSession, run_follow
+    from drtool.plugin.manager import get_plugin
+
     app = state(ctx)
     bset = app.settings.backup_sets.get(backup_set)
     source = app.settings.sources.get(plugin, {})
@@ -69,6 +72,9 @@ def compact_cmd(
     """Fold a chain's deltas into a new full backup, offline (the source is not contacted).
 
     Example: drtool compact -p etcd --min-deltas 180"""
+    from drtool.compact import compact
+    from drtool.plugin.manager import get_plugin
+
     app = state(ctx)
     repo = app.open_repo()
     with progress() as prog:

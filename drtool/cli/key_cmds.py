@@ -9,10 +9,7 @@ import typer
 from rich.table import Table
 
 from drtool.cli.state import console, print_json, state
-from drtool.config import passphrase_from_env
-from drtool.crypto import slots
 from drtool.errors import UsageError
-from drtool.files import create_private, refuse_existing
 
 app = typer.Typer(help="Manage key slots: passphrases, key files, recovery shares.", no_args_is_help=True)
 
@@ -22,6 +19,7 @@ def list_slots(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json
     """List key slots (no credentials needed: slots hold only wrapped keys). Slots that no credential will
     be tried on (malformed, unknown version, KDF settings out of bounds) are listed with the reason."""
     from drtool.backends import open_backend
+    from drtool.crypto import slots
     from drtool.repo.repository import Repository
 
     backend = open_backend(state(ctx).settings.require_store())
@@ -99,6 +97,9 @@ def add(
     label: Annotated[str | None, typer.Option(help="A note shown by `key list`.")] = None,
 ) -> None:
     """Add a key slot, unlocking the store with an existing credential."""
+    from drtool.crypto import slots
+    from drtool.files import create_private, refuse_existing
+
     if passphrase == bool(keyfile):
         raise UsageError("give exactly one of --passphrase or --keyfile PATH")
     repo = state(ctx).open_repo()
@@ -116,6 +117,8 @@ def add(
 
 def _new_passphrase() -> str:
     import os
+
+    from drtool.config import passphrase_from_env
 
     saved = {k: os.environ.get(k) for k in ("DRTOOL_PASSPHRASE", "DRTOOL_PASSPHRASE_FILE")}
     try:
@@ -156,6 +159,9 @@ def recovery_shares(
     ] = None,
 ) -> None:
     """Create a k-of-n recovery slot and print its shares once, for offline keepers."""
+    from drtool.crypto import slots
+    from drtool.files import create_private, refuse_existing
+
     if not 2 <= threshold <= count <= 16:
         raise UsageError("need 2 <= threshold <= count <= 16")
     if out:
@@ -195,6 +201,8 @@ def rotate(
     Old credentials (removed slots, old shares and key files) can read nothing written after this. They
     keep opening what was written before wherever a copy of their slot survives (a versioned bucket).
     Example: DRTOOL_NEW_PASSPHRASE_FILE=new-pw drtool key rotate --passphrase --keyfile cronjob.key"""
+    from drtool.crypto import slots
+    from drtool.files import create_private, refuse_existing
     from drtool.repo.rotate import rotate as rotate_key
 
     if not passphrase and not keyfile:

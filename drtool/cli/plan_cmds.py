@@ -7,29 +7,22 @@ import os
 import sys
 from html import escape
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from drtool.cli.run_view import RunView, live_rows, steps_table
 from drtool.cli.state import console, print_json, state
-from drtool.durations import format_duration
 from drtool.errors import ApprovalNeeded, SourceError, UsageError
-from drtool.kube.transforms import Rewrite
-from drtool.plans.approval import Approvals, require_same_plan
-from drtool.plans.dag import waves
-from drtool.plans.dryrun import PlannedStep, dry_run
-from drtool.plans.executor import Executor
-from drtool.plans.loader import LoadedPlan, read_values
-from drtool.plans.notify import webhook_for
-from drtool.plans.results import RunResult
-from drtool.plans.schema import Plan
-from drtool.plans.source import find_backup
-from drtool.plans.validate import check_file
-from drtool.plugin.manager import load_plugins
-from drtool.repo.manifest import Manifest
-from drtool.repo.repository import Repository
+
+if TYPE_CHECKING:
+    from drtool.plans.dryrun import PlannedStep
+    from drtool.plans.loader import LoadedPlan
+    from drtool.plans.results import RunResult
+    from drtool.plans.schema import Plan
+    from drtool.repo.manifest import Manifest
+    from drtool.repo.repository import Repository
 
 app = typer.Typer(help="Check and show restore plans (docs/plans.md).", no_args_is_help=True)
 
@@ -40,6 +33,10 @@ PlanOpt = Annotated[Path, typer.Option("--plan", help="The restore plan (YAML)."
 
 def load_checked(path: Path, values: Path | None) -> LoadedPlan:
     """A plan with every check done; invalid: a one-line error naming the first problem."""
+    from drtool.plans.loader import read_values
+    from drtool.plans.validate import check_file
+    from drtool.plugin.manager import load_plugins
+
     loaded = check_file(path, load_plugins(), read_values(values))
     loaded.require()
     return loaded
@@ -51,6 +48,10 @@ def validate(
     values: ValuesOpt = None,
 ) -> None:
     """Check plans: schema, plugins, cycles, dangling needs, waivers, variables; each problem with its line."""
+    from drtool.plans.loader import read_values
+    from drtool.plans.validate import check_file
+    from drtool.plugin.manager import load_plugins
+
     invalid = 0
     for path in files:
         loaded = check_file(path, load_plugins(), read_values(values))
@@ -80,6 +81,9 @@ def show(
     ] = None,
 ) -> None:
     """The plan's steps as a DAG (waves that may run in parallel), objectives, checks and waivers."""
+    from drtool.durations import format_duration
+    from drtool.plans.dag import waves
+
     plan = load_checked(file, values).require()
     obj = plan.objectives
     rto = format_duration(obj.rto) if obj.rto else "-"
@@ -147,6 +151,12 @@ def restore_with_plan(
     gates: Gates | None = None,
 ) -> None:
     """The `drtool restore --plan/--resume` form (store_cmds.restore hands over to it)."""
+    from drtool.plans.approval import Approvals, require_same_plan
+    from drtool.plans.dryrun import dry_run
+    from drtool.plans.executor import Executor
+    from drtool.plans.notify import webhook_for
+    from drtool.plans.source import find_backup
+
     catalog = state(ctx).open_catalog()
     previous = None
     if resume:
@@ -213,6 +223,8 @@ def raise_for(run: RunResult) -> None:
 
 
 def print_dry_run(plan: Plan, backup_id: str, planned: list[PlannedStep], as_json: bool) -> None:
+    from drtool.kube.transforms import Rewrite
+
     if as_json:
         print_json([p.__dict__ for p in planned])
         return

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from drtool.cli.state import console, print_json, state
 from drtool.errors import UsageError
-from drtool.prune import PruneReport, prune
-from drtool.repo.lock import list_locks, remove_stale_locks
-from drtool.repo.writer import DEFAULT_LOCK_WAIT
+from drtool.repo.layout import DEFAULT_LOCK_WAIT
+
+if TYPE_CHECKING:
+    from drtool.prune import PruneReport
 
 
 def prune_cmd(
@@ -23,6 +24,8 @@ def prune_cmd(
     """Forget backups per each set's `retention:`, then delete chunks no backup needs.
 
     Example: drtool prune --dry-run --set nightly"""
+    from drtool.prune import prune
+
     app = state(ctx)
     sets = app.settings.backup_sets
     if backup_set is not None and backup_set not in sets:
@@ -72,6 +75,8 @@ def unlock(
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Remove stale store locks (expired, or held by a process of this host that is gone)."""
+    from drtool.repo.lock import list_locks, remove_stale_locks
+
     repo = state(ctx).open_repo()
     removed = remove_stale_locks(repo, everything=remove_all)
     remaining = list_locks(repo)

@@ -15,9 +15,7 @@ from rich.table import Table
 from drtool.cli.independence_cmd import inside_failure_domain
 from drtool.cli.plan_cmds import PlanOpt, ValuesOpt, load_checked, open_plan_repo
 from drtool.cli.state import console, progress, state
-from drtool.durations import format_duration
 from drtool.errors import SourceError, UsageError
-from drtool.plans.notify import webhook_for
 
 
 def rehearse(
@@ -49,6 +47,7 @@ def rehearse(
     """Restore a plan into a fresh target with the source unreachable; measure RTO/RPO; write the report.
 
     Example: drtool rehearse --plan restore-plans/full-cluster-rebuild.yaml --source-lab source"""
+    from drtool.plans.notify import webhook_for
     from drtool.rehearsal.rehearse import RehearsalOptions
     from drtool.rehearsal.rehearse import rehearse as run_rehearsal
     from drtool.rehearsal.target import provider
@@ -96,6 +95,7 @@ def rehearse(
 
 
 def print_rehearsal(report: dict) -> None:  # type: ignore[type-arg]
+    from drtool.durations import format_duration
     from drtool.report.view import (  # jinja2 loads with drtool.report: only commands that print pay
         approval_note,
         left_out_rows,
@@ -150,6 +150,8 @@ def print_rehearsal(report: dict) -> None:  # type: ignore[type-arg]
 
 
 def _versus(measure: dict) -> str:  # type: ignore[type-arg]
+    from drtool.durations import format_duration
+
     value = "-" if measure["measured_s"] is None else format_duration(measure["measured_s"])
     if measure["objective_s"] is None:
         return f"{value} (no objective)"

@@ -7,8 +7,7 @@ from typing import Annotated
 import typer
 
 from drtool.cli.state import console, print_json, state
-from drtool.repair import repair_index
-from drtool.repo.writer import DEFAULT_LOCK_WAIT
+from drtool.repo.layout import DEFAULT_LOCK_WAIT
 
 app = typer.Typer(help="Repair what a damaged or tampered store lost.", no_args_is_help=True)
 
@@ -21,6 +20,8 @@ def index(
 ) -> None:
     """Rebuild the index from the packs' own headers; index objects there were are superseded (and deleted
     where Object Lock allows). Example: drtool repair index && drtool check --read-data"""
+    from drtool.repair import repair_index
+
     report = repair_index(state(ctx).open_repo(), lock_wait=wait)
     if as_json:
         print_json(report.to_json())

@@ -19,11 +19,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from drtool.cli.state import human_bytes
-from drtool.durations import format_duration
-from drtool.plans.approval import ApprovalRequest
 
 if TYPE_CHECKING:
     from drtool.catalog.runs import RestoreRunRow, StepRunRow
+    from drtool.plans.approval import ApprovalRequest
     from drtool.plans.executor import Executor
     from drtool.plans.results import RunResult, StepResult
 
@@ -72,6 +71,8 @@ def catalog_rows(run: RestoreRunRow, steps: Iterable[StepRunRow], now: dt.dateti
 
 
 def steps_table(rows: list[dict[str, Any]], title: str) -> Table:
+    from drtool.durations import format_duration
+
     table = Table("step", "plugin", "status", "time", "attempts", "progress", "detail", title=title)
     for r in rows:
         style = STYLES.get(r["status"], "red")

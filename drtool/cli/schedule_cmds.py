@@ -11,7 +11,6 @@ import typer
 from rich.table import Table
 
 from drtool.cli.state import AppState, console, print_json, state
-from drtool.durations import format_duration
 from drtool.errors import PartialBackup, Terminated, UsageError
 
 app = typer.Typer(help="Scheduled backups of the config's backup sets (docs/scheduling.md).", no_args_is_help=True)
@@ -117,6 +116,8 @@ def _result_json(result: Any) -> dict[str, Any]:
 
 
 def _print_result(result: Any) -> None:
+    from drtool.durations import format_duration
+
     color = {"ok": "green", "partial": "yellow"}.get(result.status, "red")
     line = f"set {result.backup_set}: [{color}]{result.status}[/] {result.backup_id}"
     if result.error:
@@ -132,6 +133,7 @@ def _print_result(result: Any) -> None:
 def list_sets(ctx: typer.Context, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Backup sets: schedule, next run, last result, and the age of the newest backup against the RPO."""
     from drtool.catalog.listing import newest_complete
+    from drtool.durations import format_duration
     from drtool.scheduler.history import RunHistory
     from drtool.scheduler.service import next_runs, trigger_for
 

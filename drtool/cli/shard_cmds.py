@@ -11,11 +11,6 @@ import typer
 from drtool.cli.state import console, print_json, progress, state
 from drtool.cli.store_cmds import BackupArg, JsonOpt, TargetOpt, parse_pairs
 from drtool.errors import SourceError, UsageError
-from drtool.plugin.contract import verification
-from drtool.plugin.manager import get_plugin, load_plugins
-from drtool.repo.restore_context import PluginRestoreContext
-from drtool.restore import run_restore
-from drtool.shards import check_job, run_shard_backup
 
 app = typer.Typer(help="One worker of a sharded backup or restore (a Kubernetes Indexed Job's pod; docs/scaling.md).")
 
@@ -46,6 +41,9 @@ def shard_backup(
     """Back up this worker's share; the worker that completes the set publishes the one backup.
 
     Example (worker 1 of 4): drtool shard backup --job $JOB_UID --count 4 --index 1 -p checkpoints"""
+    from drtool.plugin.manager import get_plugin, load_plugins
+    from drtool.shards import check_job, run_shard_backup
+
     app_state = state(ctx)
     sources = app_state.settings.sources
     names = plugin or sorted(n for n in load_plugins() if n in sources)
@@ -95,6 +93,12 @@ def shard_restore(
     """Restore this worker's share; the worker that completes the set writes the commit files and verifies.
 
     Example: drtool shard restore latest --job $JOB_UID --count 4 -p checkpoints -t url=s3://ckpt-restored"""
+    from drtool.plugin.contract import verification
+    from drtool.plugin.manager import get_plugin
+    from drtool.repo.restore_context import PluginRestoreContext
+    from drtool.restore import run_restore
+    from drtool.shards import check_job
+
     shard = _index(index)
     check_job(job, shard, count)
     chosen = get_plugin(plugin)

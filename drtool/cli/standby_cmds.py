@@ -11,10 +11,7 @@ import typer
 
 from drtool.cli.plan_cmds import load_checked
 from drtool.cli.state import AppState, console, print_json, state
-from drtool.durations import format_duration, parse_duration
 from drtool.errors import ApprovalNeeded, UsageError
-from drtool.plugin.manager import get_plugin
-from drtool.points import parse_time
 
 if TYPE_CHECKING:
     from drtool.standby.failover import FailoverResult
@@ -91,6 +88,7 @@ def failover(
     """Fence the primary, apply the last link, release what the standby holds, run the checks; RPO and RTO.
 
     Example: drtool failover --set prod --target standby.kubeconfig --approve --plan plans/prod.yaml"""
+    from drtool.points import parse_time
     from drtool.standby.failover import failover as run_failover
 
     app = state(ctx)
@@ -147,6 +145,8 @@ def failback(
 
 
 def _standby(app: AppState, backup_set: str, target: Path, plugins: list[str] | None, delete_after: str) -> Standby:
+    from drtool.durations import parse_duration
+    from drtool.plugin.manager import get_plugin
     from drtool.standby.hydrate import Standby, standby_plugins
     from drtool.standby.state import StateStore
 
@@ -185,6 +185,7 @@ def _approved(approve: bool, what: str) -> None:
 
 def _finish(app: AppState, result: FailoverResult, kind: str, report: Path | None, as_json: bool) -> None:
     from drtool.catalog.runs import FailoverRow, RunLog
+    from drtool.durations import format_duration
     from drtool.standby.report import html_report
 
     data = result.to_json()

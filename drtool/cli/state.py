@@ -10,13 +10,11 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console
 
-from drtool.backends import open_backend
-from drtool.config import Settings, credentials_from_env, load_settings
-from drtool.progress import NullProgress, Progress, RichProgress
-from drtool.repo.repository import Repository
-
 if TYPE_CHECKING:
     from drtool.catalog import Catalog
+    from drtool.config import Settings
+    from drtool.progress import Progress
+    from drtool.repo.repository import Repository
 
 console = Console()
 
@@ -31,12 +29,18 @@ class AppState:
     @property
     def settings(self) -> Settings:
         if self._settings is None:
+            from drtool.config import load_settings  # the store's modules load with the first command that needs them
+
             self._settings = load_settings(self.config, self.store, self.catalog)
         return self._settings
 
     def open_repo(self, url: str | None = None) -> Repository:
         """The store at ``url`` (default: the configured one), opened with the credentials of the environment;
         what opening it ignored (planted or malformed key slots, ...) is printed as one warning line each."""
+        from drtool.backends import open_backend
+        from drtool.config import credentials_from_env
+        from drtool.repo.repository import Repository
+
         backend = open_backend(url or self.settings.require_store())
         Repository.read_config(backend)  # a missing store is reported before any passphrase prompt
         repo = Repository.open(backend, credentials_from_env(), max_skew=self.settings.max_clock_skew)
@@ -62,6 +66,8 @@ def warn(line: str) -> None:
 
 def progress() -> Progress:
     """Rich bars when a person watches stderr; nothing in cron jobs and pipes."""
+    from drtool.progress import NullProgress, RichProgress
+
     return RichProgress() if sys.stderr.isatty() else NullProgress()
 
 

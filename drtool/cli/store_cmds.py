@@ -6,26 +6,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich.table import Table
 
-from drtool import yamlio
-from drtool.backends import open_backend
-from drtool.backup import run_backup
 from drtool.cli.state import console, human_bytes, print_json, progress, state, warn
-from drtool.config import passphrase_from_env
-from drtool.crypto.slots import keyfile_text, new_keyfile_text
 from drtool.errors import IntegrityError, PartialBackup, SourceError, UsageError
-from drtool.files import create_private, refuse_existing
-from drtool.plugin import settings
-from drtool.plugin.contract import VERDICT_TEXT
-from drtool.plugin.manager import get_plugin, load_plugins
-from drtool.repo.chains import PointPlan, find_point
-from drtool.repo.check import check as check_store
-from drtool.repo.manifest import Manifest
-from drtool.repo.repository import Repository
-from drtool.repo.writer import DEFAULT_LOCK_WAIT
-from drtool.restore import run_restore
+from drtool.repo.layout import DEFAULT_LOCK_WAIT
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 BackupArg = Annotated[str, typer.Argument(help="Backup id, unique prefix or 'latest'.")]
@@ -35,6 +20,10 @@ TargetOpt = Annotated[list[str] | None, typer.Option("--target", "-t", help="Tar
 def parse_pairs(pairs: list[str] | None, what: str) -> dict[str, Any]:
     """KEY=VALUE options (targets, restore options) into a mapping; values are YAML scalars, so
     ``start=true`` is a boolean and ``port=2379`` a number, as they would be in a restore plan."""
+    import yaml
+
+    from drtool import yamlio
+
     out: dict[str, Any] = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
@@ -56,6 +45,12 @@ def init(
     save: Annotated[bool, typer.Option(help="Remember the store in the config file.")] = True,
 ) -> None:
     """Create a new encrypted store. Example: DRTOOL_PASSPHRASE_FILE=pw drtool init --store s3://dr/backups"""
+    from drtool.backends import open_backend
+    from drtool.config import passphrase_from_env
+    from drtool.crypto.slots import keyfile_text, new_keyfile_text
+    from drtool.files import create_private, refuse_existing
+    from drtool.repo.repository import Repository
+
     backend = open_backend(store)
     keyfile_secret = None
     if keyfile:
@@ -94,6 +89,9 @@ def backup(
     as_json: JsonOpt = False,
 ) -> None:
     """Back up the configured sources. Example: drtool backup --plugin etcd"""
+    from drtool.backup import run_backup
+    from drtool.plugin.manager import get_plugin, load_plugins
+
     app = state(ctx)
     sources = app.settings.sources
     names = plugin or sorted(n for n in load_plugins() if n in sources) or sorted(load_plugins())
@@ -202,6 +200,8 @@ def check(
     as_json: JsonOpt = False,
 ) -> None:
     """Verify that every backup is restorable: chunks present (and with --read-data, intact)."""
+    from drtool.repo.check import check as check_store
+
     repo = state(ctx).open_repo()
     with progress() as prog:
         report = check_store(repo, read_data=read_data, progress=prog)
@@ -295,6 +295,13 @@ def restore(
     Point in time (chains written by `drtool follow`): drtool restore latest -p etcd --at 2026-12-01T14:05:00Z
 
     With a plan: drtool restore --plan restore-plans/full-cluster-rebuild.yaml [--dry-run] [--approve STEP]"""
+    from drtool.plugin import settings
+    from drtool.plugin.contract import VERDICT_TEXT
+    from drtool.plugin.manager import get_plugin
+    from drtool.repo.chains import PointPlan, find_point
+    from drtool.repo.manifest import Manifest
+    from drtool.restore import run_restore
+
     if plan or resume:
         from drtool.cli.plan_cmds import Gates, restore_with_plan
 

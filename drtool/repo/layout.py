@@ -23,6 +23,12 @@ INDEX_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{16}$")
 JOB_ID = re.compile(r"^[0-9a-z][0-9a-z.-]{0,62}$")
 PART_NAME = re.compile(r"^part-[0-9]{5,9}$")
 
+# Defaults the CLI shows in its help, here rather than in the modules that use them so that `drtool --help`
+# shows them without importing the store: seconds a writer waits for a prune holding the store exclusively (one
+# usually finishes within minutes), and the backup set of `drtool follow`.
+DEFAULT_LOCK_WAIT = 300.0
+DEFAULT_FOLLOW_SET = "follow"  # the backup set `drtool follow` writes its chain into unless told
+
 
 def chunk(chunk_id: str) -> str:
     return f"{CHUNKS}{chunk_id[:2]}/{chunk_id}"

@@ -24,6 +24,7 @@ from drtool.repo import layout
 from drtool.repo.chunker import StreamChunker
 from drtool.repo.chunks import ChunkRef, ChunkWriter, Stats
 from drtool.repo.fences import refuse_if_fenced
+from drtool.repo.layout import DEFAULT_LOCK_WAIT
 from drtool.repo.lock import DEFAULT_TTL, acquire
 from drtool.repo.manifest import ArtifactEntry, ArtifactInfo, ChainLink, Manifest, PluginOutcome, new_backup_id, utc_now
 from drtool.repo.repository import Repository
@@ -31,7 +32,6 @@ from drtool.repo.workers import DEFAULT_WORKERS
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LOCK_WAIT = 300.0  # a prune holding the store exclusively usually finishes within minutes
 
 
 def merge_facts(into: dict[str, Any], new: Mapping[str, Any]) -> None:

@@ -14,10 +14,11 @@ from rich.table import Table
 
 from drtool.cli.state import console, human_bytes
 from drtool.errors import SourceError
-from drtool.progress import LineProgress, RichProgress, Stages
 
 if TYPE_CHECKING:
     from drtool_lab.demo import DemoReport
+
+    from drtool.progress import Stages
 
 
 def demo(
@@ -74,6 +75,8 @@ def demo(
 
 def _progress(echo: Callable[[str], None]) -> AbstractContextManager[Stages]:
     """Bars on a terminal; on a log or a pipe, a line every 15 s saying what runs and for how long."""
+    from drtool.progress import LineProgress, RichProgress
+
     return RichProgress() if sys.stderr.isatty() else LineProgress(echo)
 
 
