@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from drtool.catalog.models import BackupRow, ChainRow
-from drtool.repo.times import suspicion
+from drtool.repo.times import newness, suspicion
 
 
 def backup_listing(
@@ -83,8 +83,14 @@ def newest_complete(
     """Per backup set, its newest complete backup whose times the store's clock vouches for: what the RPO age
     counts from (a forged manifest dated into the future must not make a stopped schedule look fresh)."""
     wanted, newest = set(sets), {}
-    for row in rows:  # in id (time) order: the last one per set wins
+    for row in rows:
         vouched = suspicion(row.id, row.started, row.finished, stored.get(row.id), max_skew) is None
         if row.backup_set in wanted and row.status == "complete" and vouched:
-            newest[row.backup_set] = row
+            held = newest.get(row.backup_set)
+            if held is None or _newness(row) > _newness(held):  # not id order: ids of one second sort at random
+                newest[row.backup_set] = row
     return newest
+
+
+def _newness(row: BackupRow) -> tuple[str, str, str, str]:
+    return newness(row.id, row.finished, row.started)

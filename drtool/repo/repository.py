@@ -379,9 +379,8 @@ def _whole_seconds(ordered: list[str], end: int) -> int:
 
 
 def _newness(manifest: Manifest) -> tuple[str, str, str, str]:
-    """Newer first by the second of its id, then, within one second (two backups a second apart in a loop, or
-    a follower's deltas), by when it finished and started as its authenticated manifest says."""
-    return (_second(manifest.id), manifest.finished, manifest.started, manifest.id)
+    """``times.newness`` by the times its authenticated manifest states."""
+    return times.newness(manifest.id, manifest.finished, manifest.started)
 
 
 def _log_skip(line: str) -> None:

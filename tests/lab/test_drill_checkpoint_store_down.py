@@ -96,7 +96,8 @@ def test_the_checkpoint_store_stopped_mid_save_is_recovered_from_the_last_comple
     assert sorted(saved_at) == [10, 20]
     assert row.rpo_steps == 10
     injected = _epoch(row.injected_at)
-    assert injected - saved_at[20] - 2 <= row.rpo_s <= injected - saved_at[20] + 2, (row.rpo_s, saved_at)
+    # the store stamped step 20's marker before the trainer, its put returned, said when: seconds apart under load
+    assert injected - saved_at[20] - 2 <= row.rpo_s <= injected - saved_at[20] + 10, (row.rpo_s, saved_at)
     assert row.rpo_s > injected - _epoch(manifest.finished)  # the training point is older than the backup
     assert row.injected_at < row.detected_at < row.recovered_at < row.in_service_at
     assert row.time_to_service_s is not None and 0 < row.time_to_service_s < 900

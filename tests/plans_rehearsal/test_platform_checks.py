@@ -150,7 +150,8 @@ def test_every_platform_check_passes_on_the_restored_living_cluster(restored: Re
     results = {c.name: c for c in run_checks(plan, restored.overrides, restored.manifest, clock=clock)}
     took = time.monotonic() - started
     assert all(c.ok for c in results.values()), {n: c.detail for n, c in results.items() if not c.ok}
-    assert took < 40, "the checks wait side by side, not one after another"
+    one_after_another = sum(c.finished_s - c.started_s for c in results.values())  # two 10 s windows at least
+    assert took < one_after_another, "the checks wait side by side, not one after another"  # at any load
     admits = results["admits"]
     assert admits.facts["flavor"] == "a100" and admits.facts["node"] in pool("a100")
     assert "admitted by ClusterQueue cq-vision onto a100" in admits.detail
@@ -206,7 +207,14 @@ def test_workloads_ready_fails_naming_the_pod_that_cannot_run(restored: Restored
     apps = client.AppsV1Api(restored.api)
     gpus = [{"op": "replace", "path": "/spec/template/spec/containers/0/resources/limits/nvidia.com~1gpu"}]
     apps.patch_namespaced_deployment("model-server", "team-speech", [{**gpus[0], "value": "9"}])  # no node has 9
+
+    def refused() -> bool:  # the controllers and the scheduler take their time under load: not the check's 10 s
+        pods = client.CoreV1Api(restored.api).list_namespaced_pod("team-speech", label_selector="app=model-server")
+        conditions = [c for p in pods.items for c in p.status.conditions or [] if c.type == "PodScheduled"]
+        return any(c.status == "False" and "Insufficient nvidia.com/gpu" in (c.message or "") for c in conditions)
+
     try:
+        wait_for(refused, "the scheduler's refusal of the pod asking for 9 GPUs", 180)
         result = restored.check(type="workloads-ready", timeout="10s")
         assert not result.ok
         assert "Deployment team-speech/model-server" in result.detail, result.detail

@@ -9,11 +9,13 @@ import json
 import os
 import sys
 import time
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from drtool_plugins.files import unchanged
 from drtool_plugins.files.unchanged import SETTLE_NS, SPLICE_MIN
 
 from drtool.backup import run_backup
@@ -23,6 +25,7 @@ from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.restore import run_restore
 from tests.fixtures.core import Cli
+from tests.fixtures.noise import noise
 
 _OPENED: list[str] | None = None  # paths opened while a test records them (audit hooks cannot be removed)
 
@@ -53,7 +56,7 @@ def src(tmp_path: Path) -> Path:
     root = tmp_path / "data"
     (root / "shards").mkdir(parents=True)
     for i in range(3):
-        (root / "shards" / f"{i}.bin").write_bytes(os.urandom(SPLICE_MIN + 300_001 * (i + 1)))
+        (root / "shards" / f"{i}.bin").write_bytes(noise(SPLICE_MIN + 300_001 * (i + 1), i))
     (root / "small.txt").write_text("small\n")
     _settle()
     return root
@@ -110,7 +113,7 @@ def test_new_mtime_same_size_is_read(repo: Repository, src: Path, opened: list[s
     _backup(repo, src)
     victim = src / "shards" / "1.bin"
     st = victim.stat()
-    victim.write_bytes(os.urandom(st.st_size))  # same size, new content and mtime
+    victim.write_bytes(noise(st.st_size, 11))  # same size, new content and mtime
     _settle()
     opened.clear()
     second = _backup(repo, src)
@@ -124,7 +127,7 @@ def test_same_mtime_new_inode_is_read(repo: Repository, src: Path, opened: list[
     victim = src / "shards" / "2.bin"
     st = victim.stat()
     fresh = src / "shards" / ".2.bin.new"
-    fresh.write_bytes(os.urandom(st.st_size))
+    fresh.write_bytes(noise(st.st_size, 12))
     os.utime(fresh, ns=(st.st_atime_ns, st.st_mtime_ns))
     fresh.rename(victim)  # same size and mtime, another inode: a tool that replaces files atomically
     assert victim.stat().st_mtime_ns == st.st_mtime_ns and victim.stat().st_ino != st.st_ino
@@ -136,11 +139,16 @@ def test_same_mtime_new_inode_is_read(repo: Repository, src: Path, opened: list[
 
 
 def test_file_changed_just_before_a_backup_is_read_again_next_time(
-    repo: Repository, src: Path, opened: list[str]
+    repo: Repository, src: Path, opened: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     victim = src / "shards" / "0.bin"
-    victim.write_bytes(os.urandom(victim.stat().st_size))  # within the file system's timestamp tick, a
-    first = _backup(repo, src)  # second write after this read could leave size, mtime and ctime as they are
+    victim.write_bytes(noise(victim.stat().st_size, 10))  # within the file system's timestamp tick, a
+    # second write after this read could leave size, mtime and ctime as they are. The backup starts a second
+    # after the write by the clock the plugin reads, however long a loaded machine takes to get there
+    started = victim.stat().st_ctime_ns + 1_000_000_000
+    with monkeypatch.context() as clock:
+        clock.setattr(unchanged, "time", types.SimpleNamespace(time_ns=lambda: started))
+        first = _backup(repo, src)
     assert "0-data/shards/0.bin" not in first.artifacts_of("files")[0].meta["index"]
     opened.clear()
     _backup(repo, src)

@@ -19,11 +19,12 @@ from drtool.repo.restore_context import PluginRestoreContext
 from drtool.repo.writer import BackupSession
 from tests.fixtures import stores
 from tests.fixtures.core import PASSPHRASE
-from tests.fixtures.noise import noise
+from tests.fixtures.noise import noise, seeded_store_keys
 
 
 @pytest.fixture(params=[2, 1], ids=["format2", "format1"])
-def repo(request: pytest.FixtureRequest, tmp_path) -> Repository:
+def repo(request: pytest.FixtureRequest, tmp_path, monkeypatch: pytest.MonkeyPatch) -> Repository:
+    seeded_store_keys(monkeypatch)  # the shapes these tests need (chunks to swap, what an insert re-stores)
     config = StoreConfig.new(version=request.param)
     return Repository.init(LocalBackend(tmp_path / "store"), passphrase=PASSPHRASE, config=config)
 
@@ -125,9 +126,10 @@ def test_flipped_byte_in_manifest_and_foreign_manifest(repo: Repository, tmp_pat
         repo.get_manifest("20200101T000000Z-abcdef")
 
 
-def test_check_names_a_damaged_pack_and_what_it_took_down(tmp_path) -> None:
+def test_check_names_a_damaged_pack_and_what_it_took_down(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Format 2: a pack cut short names the pack and every chunk in it; a pack whose header alone is damaged
     is named, but none of its chunks (they still open where the index places them)."""
+    seeded_store_keys(monkeypatch)  # two packs at least, the same ones every run
     config = StoreConfig.new(packs=PackParams(target_size=2 * 1024 * 1024))
     repo = Repository.init(LocalBackend(tmp_path / "store"), passphrase=PASSPHRASE, config=config)
     manifest = _backup(repo, {"x": noise(6 * 1024 * 1024, seed=7)})
