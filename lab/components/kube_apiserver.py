@@ -237,6 +237,9 @@ class KubeApiserver(Component):
             # lists need, and with WatchList on the server turns every watch from resourceVersion 0 into one
             # and then refuses it: clients (kwok) retry forever and see changes late
             "feature-gates": "WatchList=false",
+            # on SIGTERM, end open watches (a test's in-process follower, a controller) instead of waiting on
+            # them: with the default 0 the server stayed up until `process.stop` killed it 15 s later
+            "shutdown-watch-termination-grace-period": "2s",
             "v": "0",
         }
         if not self.service_account_admission:

@@ -38,8 +38,12 @@ def test_a_warm_run_reads_the_runs_environment_and_folder(cli: Cli, tmp_path: Pa
     assert other("list").returncode != 0  # no store configured in that HOME
 
 
-def test_a_run_with_another_import_time_environment_gets_its_own_server(cli: Cli, tmp_path: Path) -> None:
+def test_a_run_with_another_import_time_environment_gets_its_own_server(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # from no server, whatever this worker's earlier test files started (up to MAX_SERVERS: then a run is cold)
+    monkeypatch.setattr(warm_cli, "_servers", {})
     first = warm_cli.for_run(cli.env)
     narrow = warm_cli.for_run({**cli.env, "COLUMNS": "60"})
     assert first is not None and narrow is not None and first is not narrow
-    assert warm_cli.for_run(dict(cli.env)) is first
+    assert warm_cli.for_run(dict(cli.env)) is first  # (both stopped at exit, as every server: atexit)

@@ -24,6 +24,8 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from drtool.errors import SourceError
+from drtool.kube.client import KubeClient
+from drtool.kube.settings import Connection
 from tests.fixtures.core import Cli, assert_clean_error
 from tests.fixtures.kube import SOURCE_OBJECTS, KubeLab, start_kube_lab
 
@@ -54,6 +56,19 @@ def test_admin_creates_a_deployment_and_a_pod_in_a_new_namespace(kube_target: Ku
     assert [p.metadata.name for p in core.list_namespaced_pod("fresh").items] == ["one-off"]
     review = client.AuthenticationV1Api(api).create_self_subject_review({})
     assert "system:masters" in review.status.user_info.groups
+
+
+def test_the_api_server_stops_promptly_with_a_watch_open(kube_target: KubeLab) -> None:
+    """SIGTERM ends open watches (a test's in-process follower, a controller): before, the server waited on them
+    until ``process.stop`` killed it 15 s later, in every teardown of a lab a follower had watched."""
+    client.CoreV1Api(kube_target.api_client()).create_namespaced_config_map("default", {"metadata": {"name": "w"}})
+    watching = KubeClient(Connection.from_mapping({"kubeconfig": kube_target.kubeconfig}))
+    events = watching.watch("/api/v1/namespaces/default/configmaps", {"timeoutSeconds": "300"}, read_timeout=300)
+    assert next(events)["type"] == "ADDED"  # the watch is open and stays so
+    started = time.monotonic()
+    kube_target.apiserver.stop()
+    assert not kube_target.apiserver.running() and time.monotonic() - started < 10
+    events.close()
 
 
 def test_readonly_kubeconfig_reads_everything_and_writes_nothing(kube_source: KubeLab) -> None:
