@@ -365,15 +365,10 @@ class Repository:
         self.backend.delete(layout.manifest(backup_id))
 
 
-def _second(backup_id: str) -> str:
-    """The second a backup id was made in: ids of one second sort by their random suffix, not by time."""
-    return backup_id.split("-", 1)[0]
-
-
 def _whole_seconds(ordered: list[str], end: int) -> int:
     """``end`` moved past the ids (newest first) made in the same second as the one before it, so a batch
     never splits a second: its manifests are ordered by their times only when read together."""
-    while 0 < end < len(ordered) and _second(ordered[end]) == _second(ordered[end - 1]):
+    while 0 < end < len(ordered) and times.id_second(ordered[end]) == times.id_second(ordered[end - 1]):
         end += 1
     return end
 

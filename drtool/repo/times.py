@@ -26,11 +26,15 @@ def id_time(backup_id: str) -> dt.datetime:
     return dt.datetime.strptime(backup_id.split("-")[0], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
 
 
+def id_second(backup_id: str) -> str:
+    """The second a backup id was made in: ids of one second sort by their random suffix, not by time."""
+    return backup_id.split("-", 1)[0]
+
+
 def newness(backup_id: str, finished: str, started: str) -> tuple[str, str, str, str]:
     """A sort key, newer last: by the second of the id, then, within one second (two backups a second apart in
-    a loop, or a follower's deltas), by when the backup finished and started. Ids of one second sort by their
-    random suffix, not by time."""
-    return (backup_id.split("-", 1)[0], finished, started, backup_id)
+    a loop, or a follower's deltas), by when the backup finished and started."""
+    return (id_second(backup_id), finished, started, backup_id)
 
 
 def suspicion(
