@@ -1,12 +1,13 @@
-"""Where the CPU of an image backup goes: the images plugin's ``drtool backup`` sampled by py-spy, next to an
-unprofiled run of the same backup, sorted into the categories of bench/profile_checkpoints.py.
+"""Where the CPU of an image copy goes: the images plugin's ``drtool backup`` and ``drtool restore`` each
+sampled by py-spy, next to unprofiled runs of the same commands, sorted into the categories of
+bench/profile_checkpoints.py.
 
-bench/images.py measures drtool against ``skopeo copy``; this says what the backup leg, the larger of
-drtool's two, spends its CPU on (the same image: ``--layers`` random layers, ``--size-mib`` in all, in a lab
-registry; each run a fresh local store).
+bench/images.py measures drtool against ``crane copy``; this says what each of drtool's two legs spends its
+CPU on (the same image: ``--layers`` random layers, ``--size-mib`` in all, in a lab registry; each backup a
+fresh local store, each restore a fresh empty target registry).
 
     pip install py-spy      # not a drtool dependency: only the profiles use it
-    nice python bench/profile_images.py --size-mib 1024
+    nice python bench/profile_images.py --size-mib 512
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from images import REPO, TAG, _env, fresh_registry, make_layers, push_big_image
 from machine import load, machine_facts, popen_measured, write_results
-from profile_checkpoints import py_spy_path, sampled, table
+from profile_checkpoints import backup_id_in, py_spy_path, sampled, table
 
 from drtool.plugin.toolkit.oci.registry import Registry
 
@@ -46,22 +47,36 @@ def main() -> None:
         config = args.workdir / "config.yaml"
         config.write_text(json.dumps({"sources": {"images": {"images": [f"{source.host}/{REPO}:{TAG}"]}}}))
         env = _env(args.workdir)
-        phase: dict[str, Any] = {}
+        base = [sys.executable, "-m", "drtool", "--config", str(config)]
+        legs: dict[str, dict[str, Any]] = {"backup": {}, "restore": {}}
         for run in ("measured", "sampled"):  # a store each: a second backup into one store would dedupe
             store = args.workdir / f"store-{run}"
             shutil.rmtree(store, ignore_errors=True)
-            base = [sys.executable, "-m", "drtool", "--config", str(config)]
             subprocess.run([*base, "init", "--store", str(store)], env=env, check=True, capture_output=True)
-            argv = [*base, "--store", str(store), "backup", "-p", "images", "--json"]
+            drtool = [*base, "--store", str(store)]
+            argv = [*drtool, "backup", "-p", "images", "--json"]
             if run == "measured":
-                wall, rss, _, cpu = popen_measured(argv, env)
-                phase |= {"wall_s": wall, "cpu_s": cpu, "rss": rss}
+                wall, rss, out, cpu = popen_measured(argv, env)
+                legs["backup"] |= {"wall_s": wall, "cpu_s": cpu, "rss": rss}
+                backup_id = backup_id_in(out)
             else:
-                phase |= sampled(py_spy, args.workdir / "backup.raw", argv, env, args.rate)
-                phase.pop("stdout")
+                legs["backup"] |= sampled(py_spy, args.workdir / "backup.raw", argv, env, args.rate)
+                backup_id = backup_id_in(legs["backup"].pop("stdout"))
+            target_lab, target = fresh_registry(args.workdir / "labs", f"bench-target-{run}")
+            try:
+                argv = [*drtool, "restore", backup_id, "-p", "images", "-t", f"registry={target.host}", "--json"]
+                if run == "measured":
+                    wall, rss, _, cpu = popen_measured(argv, env)
+                    legs["restore"] |= {"wall_s": wall, "cpu_s": cpu, "rss": rss}
+                else:
+                    legs["restore"] |= sampled(py_spy, args.workdir / "restore.raw", argv, env, args.rate)
+                    legs["restore"].pop("stdout")
+            finally:
+                target_lab.down()
             shutil.rmtree(store, ignore_errors=True)
-        result |= {"backup": phase, "load_after": load()}
-        print(table("drtool backup -p images", phase, gib))
+        result |= legs | {"load_after": load()}
+        for leg, phase in legs.items():
+            print(table(f"drtool {leg} -p images", phase, gib))
         print(f"\nload average: {result['load_before']:.1f} before, {result['load_after']:.1f} after")
         write_results("profile_images", result)
     finally:

@@ -112,6 +112,7 @@ class ArtifactSink(Protocol):
     """A write-only stream into the store; closing it (the ``with`` block's end) seals the artifact."""
 
     meta: dict[str, Any]  # the artifact's meta; may be added to until the artifact is closed
+    sha256: str | None  # the SHA-256 (hex) of every byte written, once closed ("" when chunks were spliced)
 
     def write(self, data: bytes | bytearray | memoryview) -> int: ...
 

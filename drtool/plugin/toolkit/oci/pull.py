@@ -133,11 +133,14 @@ class Copier:
         def one(digest: str, host: str, repository: str) -> int:
             n = 0
             meta = {"digest": digest, "size": self.blobs[digest][2]}
+            reg = self.registry(host)
             with self.ctx.artifact(blob_artifact(digest), meta=meta) as sink:
-                for chunk in self.registry(host).blob(repository, digest):
+                for chunk in reg.blob(repository, digest, check=False):  # the sink hashes every byte
                     sink.write(chunk)
                     n += len(chunk)
                     progress.advance(len(chunk))
+            # a mismatch fails the plugin, whose artifacts are then dropped (BackupSession.run_plugin)
+            reg.check_blob(repository, digest, f"sha256:{sink.sha256}")
             return n
 
         with ThreadPoolExecutor(max_workers=self.settings.workers, thread_name_prefix="drtool-images") as pool:

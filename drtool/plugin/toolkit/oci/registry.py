@@ -211,15 +211,23 @@ class Registry:
         except NotFound:
             return None
 
-    def blob(self, repo: str, digest: str) -> Iterator[bytes]:
-        """The blob's bytes in chunks; the whole is checked against ``digest`` at the end (IntegrityError)."""
+    def blob(self, repo: str, digest: str, *, check: bool = True) -> Iterator[bytes]:
+        """The blob's bytes in chunks; the whole is checked against ``digest`` at the end (IntegrityError).
+        ``check=False`` leaves that check to a caller that hashes the bytes anyway (a store artifact's SHA-256:
+        ``pull.Copier``), so they are hashed once, not twice."""
         resp = self._call("GET", self._v2(repo, "blobs", digest), (200,), stream=True)
-        h = hashlib.sha256()
+        h = hashlib.sha256() if check else None
         with resp:
             for chunk in resp.iter_content(CHUNK):
-                h.update(chunk)
+                if h is not None:
+                    h.update(chunk)
                 yield chunk
-        if "sha256:" + h.hexdigest() != digest:
+        if h is not None:
+            self.check_blob(repo, digest, "sha256:" + h.hexdigest())
+
+    def check_blob(self, repo: str, digest: str, arrived: str) -> None:
+        """IntegrityError unless the bytes that arrived for ``repo@digest`` have that digest."""
+        if arrived != digest:
             raise IntegrityError(f"registry {self.host}: blob {repo}@{digest} arrived with a different digest")
 
     def referrers(self, repo: str, digest: str) -> list[dict[str, Any]]:
