@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import requests
-from drtool_plugins.images import ImagesPlugin
+from drtool_plugins.images import ImagesPlugin, sample
 
 from drtool.errors import IntegrityError, SourceError, UsageError
 from drtool.plugin.toolkit.oci.registry import ACCEPT
@@ -210,3 +210,24 @@ def test_registries_filter_skips_unreachable_hosts(repo: Repository, registry_so
 def _read(repo: Repository, manifest: Manifest, name: str) -> list[bytes]:
     with PluginRestoreContext(repo, manifest, "images").open(name) as src:
         return [src.read()]
+
+
+def test_source_blob_with_other_bytes_fails_the_backup(repo: Repository, registry_target: RegistryLab) -> None:
+    """A registry serving a layer whose bytes do not hash to the digest its manifest names (its storage
+    altered behind its back: distribution does not re-hash on read) fails the plugin with one line naming
+    the blob, and the backup records none of the plugin's artifacts. The check is the store artifact's own
+    SHA-256 against the digest (``pull.Copier.copy_blobs``: every byte is hashed once, not twice)."""
+    src = registry_target  # a fresh registry of this test's own: its storage may be altered
+    sample.push_artifact(src.client(), "ai/models/bad", "v1", b"weights " * 4096)
+    layer = get_manifest(src.host, "ai/models/bad", "v1")[0]["layers"][0]["digest"]
+    hexdigest = layer.split(":")[1]
+    data = next((src.server.path / "storage").rglob(f"blobs/sha256/{hexdigest[:2]}/{hexdigest}/data"))
+    altered = bytearray(data.read_bytes())
+    altered[len(altered) // 2] ^= 0x01
+    data.write_bytes(bytes(altered))
+    with BackupSession(repo) as session:
+        outcome = session.run_plugin(plugin, {"images": [f"{src.host}/ai/models/bad:v1"]})
+        assert outcome.status == "failed"
+        expected = f"registry {src.host}: blob ai/models/bad@{layer} arrived with a different digest"
+        assert outcome.error == expected, outcome.error
+        assert session.artifacts == []
