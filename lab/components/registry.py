@@ -33,6 +33,7 @@ class RegistryServer(Component):
     binaries = ("registry",)
     port: int = 0
     auth: bool = False
+    access_log: bool = False  # one line per request in the log: what a test counts (uploads, HEADs)
     username: str = ""
     password: str = ""
 
@@ -66,7 +67,7 @@ class RegistryServer(Component):
             auth = f"auth:\n  htpasswd:\n    realm: drtool-lab\n    path: {htpasswd}\n"
         (self.path / "config.yml").write_text(
             "version: 0.1\n"
-            "log:\n  level: warn\n  accesslog:\n    disabled: true\n"
+            f"log:\n  level: warn\n  accesslog:\n    disabled: {str(not self.access_log).lower()}\n"
             "storage:\n"
             f"  filesystem:\n    rootdirectory: {storage}\n"
             "  delete:\n    enabled: true\n"

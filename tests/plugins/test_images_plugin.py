@@ -75,6 +75,10 @@ def test_round_trip_every_platform_artifact_and_referrer(
     assert outcome.result.changed
     # the base layer and the empty config are in several repositories: pushed once, then mounted
     assert outcome.result.details["mounted"] >= 2, outcome.result.details
+    # as the target's own access log saw it: each distinct blob's bytes sent once (one streamed PATCH), the
+    # repositories that share it got a mount
+    assert dst.requests("PATCH") == outcome.result.details["uploaded"] == len(set(blobs))
+    uploads_opened = dst.requests("POST")
 
     for key in ("app0", "trainer", "model"):
         p = src.pushed[key]
@@ -104,6 +108,8 @@ def test_round_trip_every_platform_artifact_and_referrer(
 
     again = run_restore(repo, manifest, plugin, {"registry": dst.host})
     assert again.verified and not again.result.changed, again.result.summary
+    # every blob already there: the registry saw no upload opened (nor mount) and no byte sent again
+    assert (dst.requests("POST"), dst.requests("PATCH")) == (uploads_opened, outcome.result.details["uploaded"])
 
 
 def test_verify_fails_when_target_lost_a_manifest(
