@@ -90,12 +90,12 @@ def backup(
 ) -> None:
     """Back up the configured sources. Example: drtool backup --plugin etcd"""
     from drtool.backup import run_backup
-    from drtool.plugin.manager import get_plugin, load_plugins
+    from drtool.plugin.manager import load_one, load_plugins
 
     app = state(ctx)
     sources = app.settings.sources
     names = plugin or sorted(n for n in load_plugins() if n in sources) or sorted(load_plugins())
-    plugins = [get_plugin(n) for n in names]
+    plugins = [load_one(n) for n in names]  # with -p, only the named plugins are imported
     repo = app.open_repo()
     with progress() as prog:
         manifest = run_backup(
@@ -297,7 +297,7 @@ def restore(
     With a plan: drtool restore --plan restore-plans/full-cluster-rebuild.yaml [--dry-run] [--approve STEP]"""
     from drtool.plugin import settings
     from drtool.plugin.contract import VERDICT_TEXT
-    from drtool.plugin.manager import get_plugin
+    from drtool.plugin.manager import load_one
     from drtool.repo.chains import PointPlan, find_point
     from drtool.repo.manifest import Manifest
     from drtool.restore import run_restore
@@ -315,7 +315,7 @@ def restore(
         raise UsageError("--trust-compacted goes with --at", "it says which folded fulls a point may start from")
     if verify not in (None, "sample", "full") or (verify and no_verify):
         raise UsageError(f"--verify={verify}", "--verify=sample or --verify=full, without --no-verify")
-    chosen = get_plugin(plugin)
+    chosen = load_one(plugin)  # not every installed plugin's imports
     settings.check(chosen, "target", parse_pairs(target, "target"), "-t")
     settings.check(chosen, "option", parse_pairs(option, "option"), "-o")
     repo = state(ctx).open_repo()

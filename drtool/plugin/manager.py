@@ -26,9 +26,14 @@ class Registry:
     broken: dict[str, str]  # entry-point name -> why it did not load
 
 
+def _allowed() -> set[str]:
+    """The plugins ``DRTOOL_PLUGINS`` restricts loading to; empty: every installed one."""
+    return {p.strip() for p in os.environ.get("DRTOOL_PLUGINS", "").split(",") if p.strip()}
+
+
 @cache
 def registry() -> Registry:
-    allowed = {p.strip() for p in os.environ.get("DRTOOL_PLUGINS", "").split(",") if p.strip()}
+    allowed = _allowed()
     found = Registry({}, {})
     for ep in entry_points(group=GROUP):
         if allowed and ep.name not in allowed:
@@ -63,10 +68,12 @@ def get_plugin(name: str) -> Plugin:
 def load_one(name: str) -> Plugin:
     """The plugin called ``name``, importing only its own entry point when one is named alike.
 
-    A plan step's process needs one plugin; loading every installed one (the Kubernetes client, boto3, ...)
-    would add their imports to every step.
+    A plan step's process (or `drtool backup -p`, `drtool restore`) needs one plugin; loading every installed
+    one (the Kubernetes client, boto3, ...) would add their imports to every step. ``DRTOOL_PLUGINS`` still
+    decides: a plugin it leaves out is not loaded here either.
     """
-    for ep in entry_points(group=GROUP, name=name):
+    allowed = _allowed()
+    for ep in entry_points(group=GROUP, name=name) if not allowed or name in allowed else ():
         try:
             plugin = ep.load()()
         except Exception:
