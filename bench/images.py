@@ -50,6 +50,14 @@ SEED = 20261129
 PASSPHRASE = "images-bench"  # a throwaway store; not a secret
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 REPO, TAG = "bench/big", "1"
+FLOOR_REPO = "bench/floor"  # ``--floor``: one layer of 1 KiB, what drtool's two processes cost at no data
+
+
+def workdir_file(path: Path, size: int) -> Path:
+    """``size`` seeded random bytes at ``path`` (kept when already there)."""
+    if not (path.exists() and path.stat().st_size == size):
+        path.write_bytes(random.Random(SEED + size).randbytes(size))
+    return path
 
 
 def make_layers(workdir: Path, size_mib: int, layers: int) -> list[Path]:
@@ -80,16 +88,16 @@ def _file_digest(path: Path) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def push_big_image(reg: Registry, layers: list[Path]) -> str:
+def push_big_image(reg: Registry, layers: list[Path], repo: str = REPO) -> str:
     descs = []
     for path in layers:
         digest = _file_digest(path)
-        if not reg.has_blob(REPO, digest):
-            reg.push_blob(REPO, digest, _file_chunks(path))
+        if not reg.has_blob(repo, digest):
+            reg.push_blob(repo, digest, _file_chunks(path))
         descs.append({"mediaType": LAYER, "digest": digest, "size": path.stat().st_size})
     config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}})
     config_b = config.encode()
-    reg.push_blob(REPO, sha256_digest(config_b), [config_b])
+    reg.push_blob(repo, sha256_digest(config_b), [config_b])
     manifest = {
         "schemaVersion": 2,
         "mediaType": OCI_MANIFEST,
@@ -97,7 +105,7 @@ def push_big_image(reg: Registry, layers: list[Path]) -> str:
         "layers": descs,
     }
     data = json.dumps(manifest).encode()
-    reg.put_manifest(REPO, TAG, data, OCI_MANIFEST)
+    reg.put_manifest(repo, TAG, data, OCI_MANIFEST)
     return sha256_digest(data)
 
 
@@ -120,21 +128,21 @@ def _row(m: Measurement) -> dict[str, float]:
     return {"s": m.seconds, "peak_rss_mib": m.peak_rss_kib / 1024, "cpu_s": m.cpu_seconds, "load": m.loadavg_1m}
 
 
-def run_drtool(workdir: Path, root: Path, source: str, run: int, digest: str) -> dict[str, Any]:
+def run_drtool(workdir: Path, root: Path, source: str, run: int, digest: str, repo: str = REPO) -> dict[str, Any]:
     """``drtool backup`` then ``drtool restore`` (the CLI, each its own process) into a fresh store and registry."""
     store, config, env = workdir / f"store-{run}", workdir / "config.yaml", _env(workdir)
     shutil.rmtree(store, ignore_errors=True)
-    config.write_text(json.dumps({"sources": {"images": {"images": [f"{source}/{REPO}:{TAG}"]}}}))
+    config.write_text(json.dumps({"sources": {"images": {"images": [f"{source}/{repo}:{TAG}"]}}}))
     base = [sys.executable, "-m", "drtool", "--config", str(config)]
     subprocess.run([*base, "init", "--store", str(store)], env=env, check=True, capture_output=True)
     drtool = [*base, "--store", str(store)]
-    lab, target = fresh_registry(root, f"bench-drtool-{run}")
+    lab, target = fresh_registry(root, f"bench-drtool-{repo.rsplit('/', 1)[-1]}-{run}")
     try:
         backup = measure([*drtool, "backup", "-p", "images", "--json"], env, workdir / f"drtool-backup-{run}", "drtool")
         backup_id = json.loads((workdir / f"drtool-backup-{run}.out").read_text())["id"]
         argv = [*drtool, "restore", backup_id, "-p", "images", "-t", f"registry={target.host}", "--json"]
         restore = measure(argv, env, workdir / f"drtool-restore-{run}", "drtool")
-        assert Registry(target.host).manifest_digest(REPO, TAG) == digest
+        assert Registry(target.host).manifest_digest(repo, TAG) == digest
         store_bytes = sum(p.stat().st_size for p in store.rglob("*") if p.is_file())
         return {
             "backup": _row(backup),
@@ -184,6 +192,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/drtool-bench-images"))
     parser.add_argument("--reference", action="append", choices=["crane", "skopeo"], help="default: both")
+    parser.add_argument(
+        "--floor", action="store_true", help="each run, drtool on a 1 KiB image too: its fixed costs per process"
+    )
     args = parser.parse_args()
     references = args.reference or ["crane", "skopeo"]
     if "skopeo" in references and not shutil.which("skopeo"):
@@ -197,6 +208,8 @@ def main() -> None:
     results: dict[str, list[dict[str, Any]]] = {"drtool": [], **{tool: [] for tool in references}}
     try:
         digest = push_big_image(Registry(src.host), layers)
+        floor = [workdir_file(args.workdir / "floor.bin", 1024)] if args.floor else []
+        floor_digest = push_big_image(Registry(src.host), floor, FLOOR_REPO) if floor else ""
         for run in range(args.runs):
             order = ["drtool", *references] if run % 2 == 0 else [*references, "drtool"]
             for tool in order:
@@ -205,6 +218,10 @@ def main() -> None:
                 else:
                     results[tool].append(run_reference(tool, args.workdir, root, src.host, run, digest))
                 print(tool, run, results[tool][-1], file=sys.stderr)
+            if args.floor:
+                results.setdefault("drtool-floor", []).append(
+                    run_drtool(args.workdir, root, src.host, run, floor_digest, FLOOR_REPO)
+                )
     finally:
         src_lab.down()
     d_runs = results["drtool"]
@@ -267,6 +284,13 @@ def main() -> None:
         print(
             f"| {tool} copy | - | - | {r['total_s']:.1f} | {size / r['total_s']:.0f} | {r['cpu_s']:.1f} | "
             f"{r['peak_rss_mib']:.0f} |"
+        )
+    if args.floor:
+        f = results["drtool-floor"]
+        print(
+            f"drtool on a 1 KiB image (fixed costs): backup {_median(f, 'backup', 's'):.1f} s, "
+            f"{_median(f, 'backup', 'cpu_s'):.2f} CPU-s; restore {_median(f, 'restore', 's'):.1f} s, "
+            f"{_median(f, 'restore', 'cpu_s'):.2f} CPU-s"
         )
     for tool, ratio in ratios.items():
         print(f"drtool / {tool}: {ratio['wall']:.2f}x wall, {ratio['cpu']:.2f}x CPU (medians of per-run pairs)")
