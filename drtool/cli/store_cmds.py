@@ -90,12 +90,15 @@ def backup(
 ) -> None:
     """Back up the configured sources. Example: drtool backup --plugin etcd"""
     from drtool.backup import run_backup
-    from drtool.plugin.manager import load_one, load_plugins
+    from drtool.plugin.manager import get_plugin, load_one, load_plugins
 
     app = state(ctx)
     sources = app.settings.sources
-    names = plugin or sorted(n for n in load_plugins() if n in sources) or sorted(load_plugins())
-    plugins = [load_one(n) for n in names]  # with -p, only the named plugins are imported
+    if plugin:  # only the named plugins are imported
+        plugins = [load_one(n) for n in plugin]
+    else:
+        names = sorted(n for n in load_plugins() if n in sources) or sorted(load_plugins())
+        plugins = [get_plugin(n) for n in names]
     repo = app.open_repo()
     with progress() as prog:
         manifest = run_backup(
