@@ -35,6 +35,7 @@ SET = "prod"
 PLUGIN = "kubernetes"
 SEEDED = 120
 NS = "standby-app"
+RESUMED = "standby-resumed"  # the kill-mid-apply test's app, beside NS on the seeded primary it shares
 
 
 @pytest.fixture
@@ -45,8 +46,20 @@ def standby_target(kube_target: KubeLab) -> KubeLab:
 
 @pytest.fixture
 def primary(lab_root: Path, request: pytest.FixtureRequest) -> Iterator[KubeLab]:
-    """A seeded, writable primary (its own: the tests change and stop it)."""
-    kube = start_kube_lab(lab_root, lab_name("pri", request), objects=SEEDED)
+    """A writable primary holding only what the test makes (its own: the tests change and stop it). Bare: the
+    seed's CRDs cost a primary and its standby about 20 CPU-seconds, and what these tests prove (failover,
+    held deletions, tampered links, failback) does not depend on them; `seeded_primary` hydrates the seed."""
+    kube = start_kube_lab(lab_root, lab_name("pri", request))
+    yield kube
+    kube.lab.down()
+
+
+@pytest.fixture(scope="module")
+def seeded_primary(lab_root: Path) -> Iterator[KubeLab]:
+    """A primary seeded like a real cluster (CRDs, custom resources, owner chains): hydration must apply all of
+    it, and its size keeps a standby applying the full long enough to be killed mid-apply. Shared by the two
+    tests that use it: neither stops it, each writes only a namespace of its own and judges only that one."""
+    kube = start_kube_lab(lab_root, "pri-seeded", objects=SEEDED)
     yield kube
     kube.lab.down()
 
@@ -103,14 +116,14 @@ def _configmaps(kube: KubeLab, namespace: str = NS) -> dict[str, dict[str, str]]
     return {c.metadata.name: dict(c.data or {}) for c in _core(kube).list_namespaced_config_map(namespace).items}
 
 
-def _app(kube: KubeLab, configmaps: int = 5) -> None:
+def _app(kube: KubeLab, configmaps: int = 5, namespace: str = NS) -> None:
     """A namespace with ConfigMaps and a Deployment of 2 replicas on the primary."""
     from kubernetes import client
 
-    _core(kube).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NS)))
+    _core(kube).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
     for i in range(configmaps):
         body = client.V1ConfigMap(metadata=client.V1ObjectMeta(name=f"cm-{i}"), data={"v": "1"})
-        _core(kube).create_namespaced_config_map(NS, body)
+        _core(kube).create_namespaced_config_map(namespace, body)
     labels = {"app": "web"}
     deployment = client.V1Deployment(
         metadata=client.V1ObjectMeta(name="web"),
@@ -123,7 +136,7 @@ def _app(kube: KubeLab, configmaps: int = 5) -> None:
             ),
         ),
     )
-    _apps(kube).create_namespaced_deployment(NS, deployment)
+    _apps(kube).create_namespaced_deployment(namespace, deployment)
 
 
 def _hydrated(standby: Standby, check: Any, what: str, timeout: float = 180.0) -> Any:
@@ -188,7 +201,9 @@ def test_a_record_past_one_configmap_is_kept_in_parts(standby_target: KubeLab) -
 # --- hydration ------------------------------------------------------------------------------------
 
 
-def test_hydration_applies_changes_held(store: Repository, primary: KubeLab, standby_target: KubeLab) -> None:
+def test_hydration_applies_changes_held(store: Repository, seeded_primary: KubeLab, standby_target: KubeLab) -> None:
+    """Every object of a seeded cluster applied (nothing skipped), held (no replicas), and then its changes."""
+    primary = seeded_primary
     _app(primary)
     follower = Follower(store, primary)
     try:
@@ -319,9 +334,10 @@ def test_a_tampered_link_is_skipped_and_reported(store: Repository, primary: Kub
 
 
 def test_a_standby_killed_mid_apply_resumes_without_duplicates(
-    store: Repository, primary: KubeLab, standby_target: KubeLab, tmp_path: Path
+    store: Repository, seeded_primary: KubeLab, standby_target: KubeLab, tmp_path: Path
 ) -> None:
-    _app(primary, configmaps=40)
+    primary = seeded_primary
+    _app(primary, configmaps=40, namespace=RESUMED)
     follower = Follower(store, primary)
     try:
         wait_for(lambda: FollowSession(store, PLUGIN, SET).tip(), "the full in the store")
@@ -343,7 +359,7 @@ def test_a_standby_killed_mid_apply_resumes_without_duplicates(
     assert "resuming" in done.stdout
     record = _record(standby_target)
     assert record["applying"] is None and record["applied"] == 1  # the link counted once
-    source, target = _configmaps(primary), _configmaps(standby_target)
+    source, target = _configmaps(primary, RESUMED), _configmaps(standby_target, RESUMED)
     assert source == target and len(target) == 40
 
 

@@ -19,11 +19,13 @@ import random
 import secrets
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import pytest
 
 from drtool.backends.backend import Backend
+from drtool.crypto import slots
 from drtool.crypto.credentials import Credentials
 from drtool.repo import layout
 from drtool.repo.config import StoreConfig
@@ -97,23 +99,33 @@ CASES = [pytest.param(kind, version, id=f"{kind}-format{version}") for kind, (_,
 
 
 def init(actors: Actors, site: Site, version: int) -> str:
-    """A store of ``version`` with the operator's passphrase; returns its id."""
+    """A store of ``version`` with the operator's passphrase and a key file (``actors.keyfile``); returns its id."""
     if version == 2:
         return actors.init()
+    secret = secrets.token_bytes(32)
     with mock.patch.dict(os.environ, {**actors.cli.env, **site.admin}):
-        repo = Repository.init(site.backend("admin"), passphrase=PASSPHRASE, config=StoreConfig.new(version=version))
+        config = StoreConfig.new(version=version)
+        repo = Repository.init(site.backend("admin"), passphrase=PASSPHRASE, keyfile_secret=secret, config=config)
+    actors.keyfile.write_text(slots.keyfile_text(secret, repo.key))
     return repo.config.store_id
 
 
-def backup(actors: Actors) -> tuple[str, str]:
-    proc = actors.operator("backup", "--set", "nightly", "--json")
+def operator(actors: Actors, *args: str, passphrase: bool = False) -> Any:
+    """The operator's `drtool` (the store's full credentials) opening the store with the key file: what these
+    tests plant is no key, and a passphrase costs every run an Argon2id of 64 MiB (0.2 CPU-s; about 170 runs
+    here). ``passphrase``: with the passphrase, where the store's keys are what is planted."""
+    return actors.operator(*args, env=None if passphrase else {"DRTOOL_KEYFILE": str(actors.keyfile)})
+
+
+def backup(actors: Actors, passphrase: bool = False) -> tuple[str, str]:
+    proc = operator(actors, "backup", "--set", "nightly", "--json", passphrase=passphrase)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     return json.loads(proc.stdout)["id"], proc.stderr
 
 
-def restore(actors: Actors, ref: str) -> tuple[bytes, str]:
+def restore(actors: Actors, ref: str, passphrase: bool = False) -> tuple[bytes, str]:
     target = actors.cli.home / f"restored-{secrets.token_hex(4)}"
-    proc = actors.operator("restore", ref, "-p", "files", "-t", f"path={target}")
+    proc = operator(actors, "restore", ref, "-p", "files", "-t", f"path={target}", passphrase=passphrase)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     [restored] = target.rglob("model.bin")
     return restored.read_bytes(), proc.stderr
@@ -141,9 +153,10 @@ def test_a_planted_object_stops_nothing(actors: Actors, site: Site, source: Path
     in backup; a garbage lock blocked every prune; a garbage manifest stopped prune from deleting anything.
     After: each is skipped with one warning naming it; `check` names it and exits 4."""
     store_id = init(actors, site, version)
+    keys = kind == "key record"  # a planted key record is judged against the key a passphrase opens
     first = random.Random(25).randbytes(2 * MIB)
     (source / "model.bin").write_bytes(first)
-    genuine, _ = backup(actors)
+    genuine, _ = backup(actors, keys)
     planter, _ = KINDS[kind]
     writer = site.backend("writer")
     names = planter(writer, store_id, version)
@@ -153,17 +166,17 @@ def test_a_planted_object_stops_nothing(actors: Actors, site: Site, source: Path
     second = first[:MIB] + random.Random(26).randbytes(MIB)
     (source / "model.bin").write_bytes(second)
 
-    latest, backup_err = backup(actors)
-    by_id, restore_err = restore(actors, genuine)
-    by_latest, latest_err = restore(actors, "latest")
+    latest, backup_err = backup(actors, keys)
+    by_id, restore_err = restore(actors, genuine, keys)
+    by_latest, latest_err = restore(actors, "latest", keys)
     # digests, not the 2 MiB values: pytest's diff of two such byte strings ran past the 600 s timeout
     assert tuple(map(digest, (by_id, by_latest))) == tuple(map(digest, (first, second)))
-    checked = actors.operator("check", "--json")
+    checked = operator(actors, "check", "--json", passphrase=keys)
     assert checked.returncode == 4, (checked.stdout, checked.stderr)
     found = json.loads(checked.stdout)
     listed = [*found["ignored"], *map(layout.manifest, found["bad_manifests"]), *found["store_warnings"]]
     assert all(any(name in entry for entry in listed) for name in names), (names, found)
-    pruned = actors.operator("prune", "--json")
+    pruned = operator(actors, "prune", "--json", passphrase=keys)
     assert pruned.returncode == 0, pruned.stderr
     report = json.loads(pruned.stdout)
     assert report["unreadable_manifests"] == {}, report  # the sweep ran
@@ -184,12 +197,12 @@ def test_a_needed_object_that_does_not_authenticate_is_one_clear_error(actors: A
     if site.kind == "local":
         admin.delete(name)
         admin.put(name, garbage())
-        proc = actors.operator("restore", genuine, "-p", "files", "-t", f"path={actors.cli.home / 'r'}")
+        proc = operator(actors, "restore", genuine, "-p", "files", "-t", f"path={actors.cli.home / 'r'}")
         assert_clean_error(proc, 4, genuine, "failed authentication")
     # and a job whose part slot a keyless writer took first cannot publish: said in one line, naming it
     writer = site.backend("writer")
     writer.put(layout.job_part(JOB, 0), garbage())
-    proc = actors.operator("shard", "backup", "--set", "nightly", "--job", JOB, "--index", "0", "--count", "1")
+    proc = operator(actors, "shard", "backup", "--set", "nightly", "--job", JOB, "--index", "0", "--count", "1")
     assert proc.returncode == 4 and "Traceback" not in proc.stderr, proc.stderr
     [error] = [line for line in proc.stderr.splitlines() if line.startswith("drtool: error: ")]
     assert layout.job_part(JOB, 0) in error and "new job" in error, proc.stderr
@@ -211,9 +224,9 @@ def test_repair_index_rebuilds_a_planted_and_a_lost_index(actors: Actors, site: 
     writer.put(planted, garbage())
     admin.delete(lost)
 
-    proc = actors.operator("restore", genuine, "-p", "files", "-t", f"path={actors.cli.home / 'before'}")
+    proc = operator(actors, "restore", genuine, "-p", "files", "-t", f"path={actors.cli.home / 'before'}")
     assert proc.returncode == 4 and "is missing" in proc.stderr, proc.stderr
-    repaired = actors.operator("repair", "index", "--json")
+    repaired = operator(actors, "repair", "index", "--json")
     assert repaired.returncode == 0, repaired.stderr
     report = json.loads(repaired.stdout)
     assert planted in report["superseded"] and report["blobs_indexed"] > 0 and report["marker"]
@@ -222,7 +235,7 @@ def test_repair_index_rebuilds_a_planted_and_a_lost_index(actors: Actors, site: 
         data, err = restore(actors, ref)
         assert want is None or data == want
         assert planted not in err, err  # superseded: not even a warning any more
-    checked = actors.operator("check", "--read-data", "--json")
+    checked = operator(actors, "check", "--read-data", "--json")
     assert checked.returncode == 0, (checked.stdout, checked.stderr)
     assert json.loads(checked.stdout)["ignored"] == {}
     print(f"\nrepair index ({site.kind}): {report['blobs_indexed']} chunk(s) of {report['packs_read']} pack(s); "
