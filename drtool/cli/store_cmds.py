@@ -90,19 +90,21 @@ def backup(
 ) -> None:
     """Back up the configured sources. Example: drtool backup --plugin etcd"""
     from drtool.backup import run_backup
-    from drtool.plugin.manager import get_plugin, load_plugins
+    from drtool.plugin.manager import get_plugin, load_one, load_plugins
 
     app = state(ctx)
     sources = app.settings.sources
-    names = plugin or sorted(n for n in load_plugins() if n in sources) or sorted(load_plugins())
-    plugins = [get_plugin(n) for n in names]
+    if plugin:
+        plugins = [load_one(n) for n in plugin]  # only the named plugins' modules are imported
+    else:
+        plugins = [get_plugin(n) for n in sorted(n for n in load_plugins() if n in sources) or sorted(load_plugins())]
     repo = app.open_repo()
     with progress() as prog:
         manifest = run_backup(
             repo,
             plugins,
             sources,
-            catalog=app.open_catalog(),
+            catalog=app.open_recorder(),
             backup_set=backup_set,
             tags=tag or [],
             progress=prog,
