@@ -198,6 +198,8 @@ def test_cli_force_read_and_summary(cli: Cli, src: Path) -> None:
     cli("backup", "-p", "files", check=True)
     again = cli("backup", "-p", "files", check=True).stdout
     assert "unchanged and not read" in again and "0 B unchanged" not in again
+    large = sum(p.stat().st_size for p in (src / "shards").iterdir())
+    assert f"files: 3 unchanged file(s), {large} bytes, not read; 1 read (6 bytes)" in again, again
     forced = json.loads(cli("backup", "-p", "files", "--force-read", "--json", check=True).stdout)
     assert forced["plugins"]["files"]["meta"]["files_skipped"] == 0
     assert forced["stats"]["bytes_reused"] == 0
