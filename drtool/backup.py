@@ -15,7 +15,7 @@ from drtool.repo.repository import Repository
 from drtool.repo.writer import DEFAULT_LOCK_WAIT, BackupSession
 
 if TYPE_CHECKING:
-    from drtool.catalog import Catalog  # SQLAlchemy is slow to import; only its user pays
+    from drtool.catalog.quick import Recorder  # a Catalog, or the sqlite3 recorder (no SQLAlchemy to import)
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ def run_backup(
     plugins: Sequence[Plugin],
     sources: Mapping[str, Mapping[str, Any]],
     *,
-    catalog: Catalog | None = None,
+    catalog: Recorder | None = None,
     backup_set: str | None = None,
     tags: list[str] | None = None,
     progress: Progress | None = None,

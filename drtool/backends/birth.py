@@ -13,7 +13,6 @@ caller falls back to the change time (docs/threat-model.md says what that costs)
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import datetime as dt
 import os
 import struct
@@ -29,7 +28,9 @@ _BTIME_OFFSET = 80  # struct statx_timestamp stx_btime: __s64 tv_sec, __u32 tv_n
 
 def _load_statx() -> Callable[..., int] | None:
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        # the running program's symbols, libc's among them: ctypes.util.find_library("c") would start an
+        # `ldconfig -p` child on every import (a fork of the whole interpreter, on every drtool command)
+        libc = ctypes.CDLL(None, use_errno=True)
         statx: Callable[..., int] = libc.statx
     except (OSError, AttributeError):  # not Linux, or a libc older than glibc 2.28
         return None

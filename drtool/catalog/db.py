@@ -9,6 +9,7 @@ from pathlib import Path
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, SQLModel, create_engine, delete, select
 
+from drtool.catalog import rows
 from drtool.catalog import runs as _runs  # its tables are created (and upgraded) with the others
 from drtool.catalog import scenarios as _scenarios  # noqa: F401 - its table is created with the others
 from drtool.catalog.models import ArtifactRow, BackupRow, ChainRow, StoreRow
@@ -61,38 +62,13 @@ class Catalog:
 
     @staticmethod
     def _insert(session: Session, m: Manifest) -> None:
-        session.merge(
-            BackupRow(
-                id=m.id,
-                store_id=m.store_id,
-                started=m.started,
-                finished=m.finished,
-                status=m.status,
-                backup_set=m.backup_set,
-                tags=",".join(m.tags),
-                plugins=",".join(sorted(m.plugins)),
-                failed_plugins=",".join(sorted(p for p, o in m.plugins.items() if o.status == "failed")),
-                size=m.size,
-                artifact_count=len(m.artifacts),
-                bytes_stored=m.stats.get("bytes_stored", 0),
-                hostname=m.hostname,
-            )
-        )
-        if m.chain is not None:
-            session.merge(ChainRow(backup_id=m.id, kind=m.kind, **m.chain.model_dump()))
+        session.merge(BackupRow(**rows.backup_row(m)))
+        chain = rows.chain_row(m)
+        if chain is not None:
+            session.merge(ChainRow(**chain))
         session.exec(delete(ArtifactRow).where(ArtifactRow.backup_id == m.id))
-        for a in m.artifacts:
-            session.add(
-                ArtifactRow(
-                    backup_id=m.id,
-                    plugin=a.plugin,
-                    name=a.name,
-                    size=a.size,
-                    sha256=a.sha256,
-                    chunk_count=len(a.chunks),
-                    sensitive=a.sensitive,
-                )
-            )
+        for row in rows.artifact_rows(m):
+            session.add(ArtifactRow(**row))
 
     def sync(self, repo: Repository, *, rebuild: bool = False) -> SyncResult:
         """Make the catalog match the store: add manifests it lacks, drop rows the store no longer has."""

@@ -12,6 +12,7 @@ from rich.console import Console
 
 if TYPE_CHECKING:
     from drtool.catalog import Catalog
+    from drtool.catalog.quick import Recorder
     from drtool.config import Settings
     from drtool.progress import Progress
     from drtool.repo.repository import Repository
@@ -53,6 +54,12 @@ class AppState:
         from drtool.catalog import Catalog  # SQLAlchemy costs ~0.4 s to import; only commands that need it pay
 
         return Catalog(self.settings.catalog)
+
+    def open_recorder(self) -> Recorder:
+        """Where a backup records itself: an existing SQLite catalog without SQLAlchemy (drtool.catalog.quick)."""
+        from drtool.catalog.quick import backup_recorder
+
+        return backup_recorder(self.settings.catalog)
 
 
 def state(ctx: typer.Context) -> AppState:

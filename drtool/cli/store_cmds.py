@@ -105,7 +105,7 @@ def backup(
             repo,
             plugins,
             sources,
-            catalog=app.open_catalog(),
+            catalog=app.open_recorder(),
             backup_set=backup_set,
             tags=tag or [],
             progress=prog,
@@ -123,6 +123,9 @@ def backup(
             f"{human_bytes(stats.get('bytes_stored', 0))} stored "
             f"({stats.get('chunks_new', 0)} new of {stats.get('chunks', 0)} chunks)"
         )
+        for name, outcome in sorted(manifest.plugins.items()):
+            if isinstance(outcome.meta.get("summary"), str):  # what the plugin read and skipped, in its words
+                console.print(f"  {name}: {outcome.meta['summary']}", highlight=False, markup=False)
     if manifest.status == "partial":
         failed = "; ".join(f"{n}: {o.error}" for n, o in manifest.plugins.items() if o.status == "failed")
         raise PartialBackup(f"backup {manifest.id} is partial: {failed}", "fix the failing source and back up again")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import logging
 import resource
 import sys
@@ -51,11 +50,9 @@ def dumpable() -> bool | None:
 
 
 def _prctl(option: int, arg: int) -> int:
-    libc_name = ctypes.util.find_library("c")
-    if libc_name is None:
-        return -1
     try:
-        libc = ctypes.CDLL(libc_name, use_errno=True)
+        # the running program's symbols, libc's among them (ctypes.util.find_library would fork `ldconfig -p`)
+        libc = ctypes.CDLL(None, use_errno=True)
         return int(libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0))
     except (OSError, AttributeError):
         return -1

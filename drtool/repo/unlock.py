@@ -80,7 +80,9 @@ def unlock(backend: Backend, store_id: str, config_bytes: bytes, credentials: Cr
     opened.trust.warnings[:0] = warnings
     if pin is None or opened.trust.generation >= pin.generation:
         digest = keyring.config_digest(config_bytes)
-        pins.put(Pin(store_id, opened.trust.generation, opened.key.key_check, digest, opened.slot.id, decision.owner))
+        seen = Pin(store_id, opened.trust.generation, opened.key.key_check, digest, opened.slot.id, decision.owner)
+        if seen != pin:  # an unchanged pin is not written again (a write is a temp file, fsync and rename)
+            pins.put(seen)
     return opened
 
 

@@ -263,10 +263,13 @@ def backup(source: Mapping[str, Any], ctx: BackupContext) -> dict[str, Any]:
             sources.append({"name": spec.name, "url": loc.url, "endpoint": loc.endpoint()})
             if loc.endpoint():
                 endpoints.append(loc.endpoint())
+    stats = copier.stats
     return {
         "sources": sources,
         "checkpoints": checkpoints,
         "skipped": skipped,
-        **copier.stats,
+        **stats,
+        "summary": f"{stats['objects_reused']} unchanged object(s), {stats['bytes_reused']} bytes, not read; "
+        f"{stats['objects_read']} read ({stats['bytes_read']} bytes)",
         "failure_domain": {"object_store_endpoints": endpoints} if endpoints else {},
     }

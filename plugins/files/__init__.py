@@ -133,5 +133,7 @@ class FilesPlugin(BasePlugin):
                     expected = tar.extractfile(member)
                     if expected is None or not _same(paths.under(dest, member.name, ARCHIVE), expected):
                         differ.append(member.name)
+        if not total:
+            return []  # a backup of no files: nothing compared, so no check (the verdict says "none", not "passed")
         detail = f"{total - len(differ)}/{total} equal" + (f"; differ: {differ[:5]}" if differ else "")
         return [Check("files equal to backup", not differ, detail)]

@@ -42,6 +42,8 @@ def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[
         return []  # a dry run wrote nothing: nothing to check (the verdict says "none", not "passed")
     settings = Target.from_mapping(target)
     document = load(ctx)
+    if not document["models"]:
+        return []  # a backup of no models: nothing to compare (the verdict says "none", not "passed")
     client = MlflowClient(settings.url)
     dest = destinations(document, settings)
     files = {mv["artifact"]: mv["files"] for m in document["models"] for mv in m["versions"]}

@@ -166,6 +166,10 @@ def test_incremental_uploads_only_the_changed_shard(
     ratio = second.stats["bytes_stored"] / first.stats["bytes_stored"]
     assert 0.09 < ratio < 0.16, ratio  # about one eighth
     assert m2["bytes_read"] == len(samples.safetensors_bytes(shards[3]))
+    changed = len(samples.safetensors_bytes(shards[3]))
+    assert m2["summary"] == (
+        f"8 unchanged object(s), {m2['bytes_reused']} bytes, not read; 1 read ({changed} bytes)"
+    ), m2["summary"]
     third, m3 = backup(repo, source(minio, bucket))
     assert m3["objects_read"] == 0 and third.stats["bytes_stored"] == 0
     assert third.stats["bytes_read"] == 0 and third.stats["bytes_reused"] == third.size  # what the CLI reports

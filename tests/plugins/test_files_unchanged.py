@@ -198,6 +198,19 @@ def test_cli_force_read_and_summary(cli: Cli, src: Path) -> None:
     cli("backup", "-p", "files", check=True)
     again = cli("backup", "-p", "files", check=True).stdout
     assert "unchanged and not read" in again and "0 B unchanged" not in again
+    large = sum(p.stat().st_size for p in (src / "shards").iterdir())
+    assert f"files: 3 unchanged file(s), {large} bytes, not read; 1 read (6 bytes)" in again, again
     forced = json.loads(cli("backup", "-p", "files", "--force-read", "--json", check=True).stdout)
     assert forced["plugins"]["files"]["meta"]["files_skipped"] == 0
     assert forced["stats"]["bytes_reused"] == 0
+
+
+def test_a_backup_of_no_files_verifies_to_none_not_passed(repo: Repository, tmp_path: Path) -> None:
+    """A check over zero files would pass vacuously: the verdict is "none" (drtool.plugin.contract.verification)."""
+    empty = tmp_path / "empty"
+    (empty / "sub").mkdir(parents=True)
+    manifest = _backup(repo, empty)
+    assert manifest.plugins["files"].meta["files"] == 0
+    outcome = run_restore(repo, manifest, get_plugin("files"), {"path": str(tmp_path / "restored")})
+    assert (outcome.checks, outcome.verification, outcome.verified, outcome.failed) == ([], "none", False, False)
+    assert (tmp_path / "restored" / "0-empty" / "sub").is_dir()

@@ -22,6 +22,7 @@ import yaml
 from drtool_plugins.model_registry import ModelRegistryPlugin
 
 from drtool.errors import SourceError, UsageError
+from drtool.plugin.contract import verification
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.restore_context import PluginRestoreContext
@@ -203,6 +204,24 @@ def test_dependencies_name_the_target_mlflow_and_object_store(
     assert ("endpoint", target.server.url) in addresses
     assert ("endpoint", target.minio.api_url) in addresses
     assert ("reference", target.settings["artifacts"]) in addresses
+
+
+def test_a_backup_of_no_models_verifies_to_none_not_passed(repo: Repository) -> None:
+    """A registry backed up with no models (the document an empty MLflow gives) has nothing to compare: no
+    check, so the verdict is "none", not a pass over zero models; no server is contacted."""
+    from drtool_plugins.model_registry.backup import REGISTRY
+
+    from drtool.servers.process import free_port
+
+    empty = {"format": 1, "server": "http://mlflow.invalid", "models": [], "runs": {}, "skipped": []}
+    with BackupSession(repo) as session:
+        with session.context_for(plugin.name).artifact(REGISTRY) as sink:
+            sink.write(json.dumps(empty).encode())
+        manifest = session.commit()
+    ctx = PluginRestoreContext(repo, manifest, plugin.name)
+    down = {"url": f"http://127.0.0.1:{free_port()}", "artifacts": "s3://nowhere/models"}
+    checks = plugin.verify(ctx, down, {})
+    assert checks == [] and verification(checks) == "none"
 
 
 def test_mlflow_down_is_a_clear_source_error(repo: Repository, cli: Cli, tmp_path: Path) -> None:
