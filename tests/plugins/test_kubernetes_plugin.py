@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -100,6 +102,19 @@ def failed(checks: list[Any]) -> list[Any]:
     return [c for c in checks if not c.ok]
 
 
+def served_requests(kube: KubeLab) -> Counter[tuple[str, str, str]]:
+    """The API server's own count of the requests it served (``apiserver_request_total`` on /metrics), by
+    (verb, resource, subresource): what a restore cost the server, counted by the server, not by drtool."""
+    counts: Counter[tuple[str, str, str]] = Counter()
+    with kube.apiserver.access().session() as s:
+        text = s.get(kube.apiserver.url + "/metrics", timeout=30).text
+    for line in text.splitlines():
+        if line.startswith("apiserver_request_total{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line[: line.rindex("}")]))
+            counts[(labels["verb"], labels["resource"], labels["subresource"])] += int(float(line.rsplit(" ", 1)[1]))
+    return counts
+
+
 # --- the shared round trip: source -> backup -> new empty cluster -------------------------------------
 
 
@@ -116,8 +131,21 @@ def full_backup(module_repo: Repository, kube_source: KubeLab) -> Manifest:
 
 
 @pytest.fixture(scope="module")
-def restored(module_repo: Repository, full_backup: Manifest, kube_target_module: KubeLab) -> tuple[KubeLab, Any]:
+def restore_requests() -> Counter[tuple[str, str, str]]:
+    """What the API server served during the module's restore (``restored`` fills it in)."""
+    return Counter()
+
+
+@pytest.fixture(scope="module")
+def restored(
+    module_repo: Repository,
+    full_backup: Manifest,
+    kube_target_module: KubeLab,
+    restore_requests: Counter[tuple[str, str, str]],
+) -> tuple[KubeLab, Any]:
+    before = served_requests(kube_target_module)
     outcome = run_restore(module_repo, full_backup, plugin, settings(kube_target_module))
+    restore_requests.update(served_requests(kube_target_module) - before)
     return kube_target_module, outcome
 
 
@@ -367,6 +395,29 @@ def test_objects_absent_from_the_target_are_created_not_applied(restored: tuple[
     config = get(target, "/api/v1/namespaces/team-nlp/configmaps/model-server-config")
     writes = {(m["manager"], m["operation"]) for m in config["metadata"]["managedFields"]}
     assert writes == {("drtool", "Update")}, writes
+
+
+def test_a_restore_writes_each_object_once_and_reads_by_type(
+    restored: tuple[KubeLab, Any], restore_requests: Counter[tuple[str, str, str]]
+) -> None:
+    """Counted by the API server itself: one create per new object, an apply only for a custom resource's
+    status, and reads that grow with the types (a LIST per type to find what exists, one to verify), not
+    with the objects: no GET per object, no LIST per object."""
+    _, outcome = restored
+    by_type = outcome.result.details["by_type"]
+    created = {key.split(".", 1)[0]: counts.get("created", 0) for key, counts in by_type.items()}
+    served = {(verb, res, sub): n for (verb, res, sub), n in restore_requests.items() if res in created}
+    # what the API server creates itself meanwhile (IPAddresses of new Services, APIServices) is not counted
+    posts = {res: n for (verb, res, sub), n in served.items() if verb == "POST"}
+    assert posts == {res: n for res, n in created.items() if n}, (posts, created)
+    assert {sub for (verb, _, sub) in served if verb not in ("POST", "GET", "LIST")} <= {"status"}, served
+    assert {sub for (verb, _, sub) in served if verb == "APPLY"} <= {"status"}, served  # custom resources' status
+    lists = {res: n for (verb, res, _), n in served.items() if verb == "LIST"}
+    assert max(lists.values()) <= 4, lists  # what exists, verify's read-back; a CRD's kind once more
+    gets = {res: n for (verb, res, _), n in served.items() if verb == "GET"}
+    crds, namespaces = created["customresourcedefinitions"], created["namespaces"]
+    assert gets.pop("customresourcedefinitions", 0) <= 3 * crds and gets.pop("namespaces", 0) <= 2 * namespaces
+    assert not gets, gets  # no object is read alone
 
 
 def test_status_is_restored_through_the_status_subresource(restored: tuple[KubeLab, Any]) -> None:
