@@ -82,15 +82,14 @@ class PartUploader:
                 buffer = self._buffer()
                 try:
                     got = read_full(stream, memoryview(buffer)[: min(PART, size - done)])
+                    if not got:
+                        raise _short(key, done, size)
+                    if done + got == size:
+                        stream.read(1)  # the end: an artifact reader's last checks run before the upload completes
                 except BaseException:
                     self._free.put(buffer)
                     raise
                 done += got
-                if done == size:
-                    stream.read(1)  # the end: an artifact reader's last checks run before the upload completes
-                if not got:
-                    self._free.put(buffer)
-                    raise _short(key, done, size)
                 parts.append((self._pool.submit(self._part, key, upload_id, len(parts) + 1, buffer, got), buffer))
             etags = [{"PartNumber": i, "ETag": f.result()["ETag"]} for i, (f, _) in enumerate(parts, 1)]
             self._client.complete_multipart_upload(
