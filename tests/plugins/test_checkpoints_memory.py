@@ -1,9 +1,10 @@
 """A checkpoint backup into a store in S3 holds what it has in flight, not what it reads: the peak of the
 Python heap (tracemalloc: every buffer of the data path is a Python object, the pack buffers, the chunker's
-windows, the source's reads) of a backup of twice the bytes is that of the smaller one, and above a backup
-of a nearly empty checkpoint it stays within the budget drtool/repo/packed.py sets: per object read at once a
-pack being filled and its chunker's windows and reads, and besides them the shared pack, the packs uploading
-and a spare (docs/performance.md, "S3 backup peak RSS")."""
+windows, the source's reads) of a backup of more bytes than that budget, above the peak of a backup of a
+nearly empty checkpoint, stays within the budget drtool/repo/packed.py sets: per object read at once a pack
+being filled and its chunker's windows and reads, and besides them the shared pack, the packs uploading and
+a spare (docs/performance.md, "The S3 path's memory"). A bound, not a comparison of two peaks: how many
+packs are uploading at the peak depends on timing, what may be held does not."""
 
 from __future__ import annotations
 
@@ -56,11 +57,10 @@ def _peak(store: str, minio: MinioServer, bucket: str, prefix: str) -> int:
 def test_backup_memory_is_bounded_by_what_is_in_flight(
     s3_store_url: str, minio: MinioServer, minio_env: dict, bucket: str
 ) -> None:
-    sizes = {"tiny": MiB, "small": PACK, "large": 2 * PACK}
+    per_object = -(-BUDGET // DEFAULT_BACKUP_WORKERS // PACK) * PACK + PACK  # all of them: more than the budget
     peaks = {}
-    for seed, (name, size) in enumerate(sizes.items()):
+    for seed, (name, size) in enumerate({"tiny": MiB, "large": per_object}.items()):
         _seed(minio, bucket, name, size, seed)
         peaks[name] = _peak(f"{s3_store_url}-{name}", minio, bucket, name)
     shown = ", ".join(f"{k} {v / MiB:.0f} MiB" for k, v in peaks.items())
-    assert peaks["large"] - peaks["small"] < PACK, f"twice the data raised the peak: {shown}"
     assert peaks["large"] - peaks["tiny"] < BUDGET, f"the data path held more than {BUDGET / MiB:.0f} MiB: {shown}"
