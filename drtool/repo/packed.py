@@ -40,7 +40,12 @@ if TYPE_CHECKING:
 Prepared = tuple[str, int, int, Buffer | None]  # chunk id, plaintext length, codec, body to seal (None: stored)
 
 RUN_BYTES = 8 * 1024 * 1024  # one ranged GET on restore: amortises a request; a 16 MiB pack is read in two
-SPARE_BUFFERS = 2  # pack buffers kept for reuse; more are in use: one per stream, the shared one, the uploads
+# Pack buffers are most of a backup's memory: one per stream being filled, the shared one, those uploading and
+# the spares. In a heap profile at the peak of a 2 GiB checkpoint backup (3 streams) 8 of them, 160 MiB of
+# 318, when up to 4 packs uploaded at once, 2 spares were kept and a buffer held its target and one more
+# largest chunk (20 MiB). Two uploads at once keep a store on loopback or a LAN busy (docs/performance.md).
+PACKS_IN_FLIGHT = 2
+SPARE_BUFFERS = 1  # pack buffers kept for reuse: a fresh one costs page faults and zeroing
 HEADER_GUESS = 64 * 1024  # the tail read first when adopting a pack; a pack of 1,400 chunks has a longer header
 
 
@@ -191,8 +196,8 @@ class PackWriter:
         self.stats = stats
         self.workers = workers
         self.target = self.repo.config.packs.target_size if self.repo.config.packs else 16 << 20
-        # a pack is shipped once it reaches the target: it holds at most one more chunk, and its header
-        self.capacity = self.target + self.repo.config.chunker.max_size + SEAL_OVERHEAD + HEADER_GUESS
+        # a pack is shipped before a blob would take it past the target: it holds the target and its header
+        self.capacity = self.target + HEADER_GUESS
         self._index = store.index(refresh=True)
         self._claimed: set[str] = set()
         self._lock = threading.Lock()
@@ -201,8 +206,9 @@ class PackWriter:
         self._spare_lock = threading.Lock()  # not ``_lock``: a builder takes a spare while ``_lock`` is held
         self._shared = self.builder()
         self._seal_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-seal")
-        self._upload_pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drtool-pack")
-        self._upload_slots = threading.BoundedSemaphore(workers)  # packs in flight: memory is workers x 16 MiB
+        in_flight = min(workers, PACKS_IN_FLIGHT)
+        self._upload_pool = ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="drtool-pack")
+        self._upload_slots = threading.BoundedSemaphore(in_flight)  # packs in flight: memory is 2 x 16 MiB
         self._uploads: list[Future[None]] = []
         self._failure: BaseException | None = None
 
@@ -291,7 +297,7 @@ class PackWriter:
         full: PackBuilder | None = pack
         taken = False
         with self._lock:
-            if len(self._shared) + len(pack) <= self.target + self.repo.config.chunker.max_size:
+            if len(self._shared) + len(pack) <= self.target:
                 self._shared.take(pack)
                 full, taken = None, True
             elif len(self._shared) > len(pack):  # the two would overflow one buffer: the bigger goes alone
@@ -352,10 +358,10 @@ class PackStream:
         self._writer.stats.add(bytes_read=length, chunks=1, chunks_new=int(new))
         if new:
             assert body is not None
-            self._pack.seal(self._writer.repo.key, chunk_id, codec, length, body)
-            if len(self._pack) >= self._writer.target:
-                full, self._pack = self._pack, self._writer.builder()
+            if len(self._pack) + len(body) + SEAL_OVERHEAD > self._writer.target and self._pack.entries:
+                full, self._pack = self._pack, self._writer.builder()  # shipped before it outgrows its buffer
                 self._writer.ship(full)
+            self._pack.seal(self._writer.repo.key, chunk_id, codec, length, body)
 
     def finish(self) -> list[ChunkRef]:
         while self._pending:

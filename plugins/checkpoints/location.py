@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import hashlib
 import os
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
@@ -21,6 +22,8 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 from drtool.errors import SourceError, UsageError
 from drtool.plugin.toolkit import paths
 from drtool.plugin.toolkit.s3 import file_credentials
+
+from .upload import PartUploader
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient
@@ -97,6 +100,9 @@ class S3Location:
         self.url = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
         self._client = s3_client(endpoint_url, credentials_file, workers)
         self._ranges = ranges  # large objects are read in parallel ranges when set (a backup's reads)
+        self._workers = workers
+        self._parts: PartUploader | None = None  # a restore's writes (module upload)
+        self._lock = threading.Lock()
 
     def endpoint(self) -> str:
         return str(self._client.meta.endpoint_url)
@@ -201,21 +207,15 @@ class S3Location:
         return blocks
 
     def put(self, key: str, stream: IO[bytes], size: int, sha256: str) -> None:
-        from boto3.s3.transfer import TransferConfig
-
-        config = TransferConfig(multipart_threshold=8 << 20, multipart_chunksize=8 << 20, max_concurrency=4)
-        # a stream is buffered part by part (and up to the threshold before deciding on multipart);
-        # s3transfer's defaults (10 parts held per upload) x parallel objects would be
-        # most of the memory of a restore
-        config.max_in_memory_upload_chunks = 4
         with self._calling(f"write {key}"):
-            self._client.upload_fileobj(
-                stream,
-                self.bucket,
-                _join(self.prefix, key),
-                ExtraArgs={"Metadata": {SHA_META: sha256}},
-                Config=config,
-            )
+            self._uploader().upload(_join(self.prefix, key), stream, size, {SHA_META: sha256})
+
+    def _uploader(self) -> PartUploader:
+        """Made on the first write: a backup's source location never writes."""
+        with self._lock:
+            if self._parts is None:
+                self._parts = PartUploader(self._client, self.bucket, 2 * self._workers)
+            return self._parts
 
     def delete(self, key: str) -> None:
         with self._calling(f"delete {key}"):

@@ -52,7 +52,15 @@ class Tally:
 
     def read(self, n: int = -1) -> bytes:
         data = self._stream.read(n)
-        view = memoryview(data)
+        self._count(memoryview(data))
+        return data
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:
+        n = int(self._stream.readinto(buffer))
+        self._count(memoryview(buffer)[:n])
+        return n
+
+    def _count(self, view: memoryview) -> None:
         while view:
             take = min(len(view), BLOCK - self._fill)
             self._crc = crc32(view[:take], self._crc)
@@ -60,7 +68,6 @@ class Tally:
             view = view[take:]
             if self._fill == BLOCK:
                 self._close_block()
-        return data
 
     def _close_block(self) -> None:
         self.crcs.append(self._crc)

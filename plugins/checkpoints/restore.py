@@ -127,10 +127,19 @@ class _Exact:
     def read(self, n: int = -1) -> bytes:
         want = self._left if n is None or n < 0 else min(n, self._left)
         data = self._reader.read(want) if want else b""
-        self._left -= len(data)
+        self._taken(len(data))
+        return data
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:
+        view = memoryview(buffer).cast("B")[: self._left]
+        n = int(self._reader.readinto(view)) if view else 0
+        self._taken(n)
+        return n
+
+    def _taken(self, n: int) -> None:
+        self._left -= n
         if self._left == 0:
             self._reader.read(1)  # EOF: the end-of-stream verification runs here
-        return data
 
 
 def _put(ctx: RestoreContext, loc: Location, art: ArtifactInfo, key: str) -> None:
