@@ -28,6 +28,7 @@ pytest_plugins = [
     "tests.fixtures.tiers",
     "tests.fixtures.schedule",
     "tests.fixtures.drills",
+    "tests.fixtures.hints",
 ]
 
 

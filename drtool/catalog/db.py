@@ -104,8 +104,11 @@ class Catalog:
             session.exec(delete(BackupRow).where(BackupRow.id.in_(targets)))  # type: ignore[attr-defined]
 
     def backups(self, store_id: str) -> list[BackupRow]:
+        """In the order they were made: by start time (microseconds), not by id (ids of one second sort by
+        their random suffix)."""
         with Session(self.engine) as session:
-            query = select(BackupRow).where(BackupRow.store_id == store_id).order_by(BackupRow.id)
+            query = select(BackupRow).where(BackupRow.store_id == store_id)
+            query = query.order_by(BackupRow.started, BackupRow.id)  # type: ignore[arg-type]
             return list(session.exec(query).all())
 
     def chain_links(self, store_id: str) -> dict[str, ChainRow]:

@@ -26,6 +26,7 @@ import dns.update
 
 from drtool.errors import SourceError
 from drtool.kube.client import KubeClient
+from drtool.kube.readings import items
 
 CERT_MANAGER = "/apis/cert-manager.io/v1"
 
@@ -50,10 +51,9 @@ def issuer_secrets(client: KubeClient, cluster_resource_namespace: str) -> list[
     """namespace/name of every Secret an Issuer or ClusterIssuer names, sorted."""
     found = set()
     for kind in ("issuers", "clusterissuers"):
-        for page in client.list_pages(f"{CERT_MANAGER}/{kind}"):
-            for issuer in page["items"]:
-                namespace = issuer["metadata"].get("namespace") or cluster_resource_namespace
-                found |= {f"{namespace}/{name}" for name in _secret_names(issuer.get("spec") or {})}
+        for issuer in items(client, f"{CERT_MANAGER}/{kind}"):
+            namespace = issuer["metadata"].get("namespace") or cluster_resource_namespace
+            found |= {f"{namespace}/{name}" for name in _secret_names(issuer.get("spec") or {})}
     return sorted(found)
 
 

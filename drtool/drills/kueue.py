@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from drtool.kube.client import KubeClient
+from drtool.kube.readings import items
 
 API = "/apis/kueue.x-k8s.io/v1beta2"
 KINDS = ("clusterqueues", "resourceflavors")  # queues first: a flavor in use waits for its queues to go
@@ -21,7 +22,7 @@ class KueueConfigDeleted:
     deleted: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
     def _names(self, client: KubeClient, kind: str) -> list[str]:
-        return [o["metadata"]["name"] for page in client.list_pages(f"{API}/{kind}") for o in page["items"]]
+        return [o["metadata"]["name"] for o in items(client, f"{API}/{kind}")]
 
     def inject(self, client: KubeClient) -> None:
         for kind in KINDS:

@@ -10,7 +10,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -21,12 +20,7 @@ from pathlib import Path
 
 from drtool.environ import child_env
 from drtool.errors import SourceError
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+from drtool.servers.ports import free_port as free_port  # every server's port: race-free (ports.py says why)
 
 
 def spawn(

@@ -26,6 +26,7 @@ from drtool_lab.lab import LIVING_KINDS, Lab
 from kubernetes import client, config
 
 from drtool.errors import SourceError
+from drtool.kube.readings import conditions, is_true
 from tests.fixtures.core import Cli
 from tests.fixtures.kube import wait_for
 
@@ -146,8 +147,8 @@ def test_a_deployment_becomes_available_on_the_gpu_nodes_the_scheduler_chose(liv
 
 
 def _available(deployment: Any) -> Any:
-    conditions = deployment.status.conditions or []
-    return deployment if any(c.type == "Available" and c.status == "True" for c in conditions) else None
+    available = deployment.status.conditions or []
+    return deployment if any(c.type == "Available" and c.status == "True" for c in available) else None
 
 
 def test_the_garbage_collector_deletes_dependents_of_a_missing_owner_and_keeps_the_others(living: Living) -> None:
@@ -261,8 +262,7 @@ def test_an_inactive_cluster_queue_keeps_its_workload_pending_and_says_why(livin
 
         def inactive() -> Obj | None:
             cq = living.custom.get_cluster_custom_object(*KUEUE, "clusterqueues", f"cq-{ns}")
-            conditions = {c["type"]: c for c in (cq.get("status") or {}).get("conditions", [])}
-            active = conditions.get("Active")
+            active = conditions(cq).get("Active")
             return active if active and active["status"] == "False" else None
 
         active = wait_for(inactive, "the ClusterQueue reported inactive")
@@ -270,8 +270,7 @@ def test_an_inactive_cluster_queue_keeps_its_workload_pending_and_says_why(livin
 
         def pending() -> Obj | None:
             workload = workload_of(living, ns, "waiting")
-            conditions = {c["type"]: c for c in ((workload or {}).get("status") or {}).get("conditions", [])}
-            return conditions.get("QuotaReserved")
+            return conditions(workload or {}).get("QuotaReserved")
 
         reserved = wait_for(pending, "the Workload's QuotaReserved condition")
         assert reserved["status"] == "False" and f"cq-{ns}" in reserved["message"], reserved
@@ -301,8 +300,7 @@ def test_cert_manager_issues_a_certificate_from_a_self_signed_issuer(living: Liv
 
     def ready() -> Obj | None:
         got = living.custom.get_namespaced_custom_object(group, version, ns, "certificates", "web")
-        conditions = {c["type"]: c["status"] for c in (got.get("status") or {}).get("conditions", [])}
-        return got if conditions.get("Ready") == "True" else None
+        return got if is_true(got, "Ready") else None
 
     issued = wait_for(ready, "the Certificate Ready")
     assert issued["status"]["revision"] == 1

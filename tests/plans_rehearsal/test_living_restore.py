@@ -28,6 +28,7 @@ from kubernetes import client, config
 from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
 from drtool.kube.holds import COMPLETED, HELD
+from drtool.kube.readings import is_true
 from drtool.plugin.contract import Check
 from drtool.plugin.manager import get_plugin
 from drtool.repo.manifest import Manifest
@@ -96,8 +97,7 @@ def platform_settled(api: Any) -> bool:
     certificates = [
         c for ns in TEAMS for c in custom.list_namespaced_custom_object(*CERT_MANAGER, ns, "certificates")["items"]
     ]
-    ready = [c for c in certificates if any(x["type"] == "Ready" and x["status"] == "True"
-                                             for x in (c.get("status") or {}).get("conditions", []))]  # fmt: skip
+    ready = [c for c in certificates if is_true(c, "Ready")]
     return len(done) == len(jobs) == len(TEAMS) == len(workloads) and len(ready) == len(certificates) > 0
 
 

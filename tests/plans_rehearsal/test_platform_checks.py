@@ -30,6 +30,7 @@ from kubernetes import client, config
 
 from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
+from drtool.kube.readings import is_true
 from drtool.plans.checks import run_checks
 from drtool.plans.executor import Executor
 from drtool.plans.loader import load_plan
@@ -90,7 +91,7 @@ class Restored:
 
 def certificates_ready(api: Any) -> bool:
     items = client.CustomObjectsApi(api).list_cluster_custom_object("cert-manager.io", "v1", "certificates")["items"]
-    ready = [c for c in items if any(x["type"] == "Ready" and x["status"] == "True" for x in c["status"]["conditions"])]
+    ready = [c for c in items if is_true(c, "Ready")]  # a fresh Certificate has no status yet
     return bool(items) and len(ready) == len(items)
 
 

@@ -23,6 +23,7 @@ from drtool_lab.kube_seed import install_crds, wait_established
 from kubernetes import client
 
 from drtool.kube.holds import COMPLETED
+from drtool.kube.readings import is_true
 from drtool.plugin.manager import get_plugin
 from drtool.repo.repository import Repository
 from drtool.repo.writer import BackupSession
@@ -149,13 +150,7 @@ def _started_again(core: Any, batch: Any, job: str) -> bool:
 
 def _orphan_admitted(custom: Any) -> bool:
     workloads = custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", VELERO_NS, "workloads")["items"]
-    return any(
-        not w["metadata"].get("ownerReferences")
-        and any(
-            c["type"] == "Admitted" and c["status"] == "True" for c in (w.get("status") or {}).get("conditions", [])
-        )
-        for w in workloads
-    )
+    return any(not w["metadata"].get("ownerReferences") and is_true(w, "Admitted") for w in workloads)
 
 
 def _b64(text: str) -> str:

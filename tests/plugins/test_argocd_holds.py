@@ -127,7 +127,7 @@ def test_restored_application_syncs_nothing_until_released(argocd: tuple[KubeLab
 
         # Argo CD compared the held Application with Git: out of sync, and it started no sync
         app = wait_for(compared, "Argo CD comparing the held Application with Git", timeout=180)
-        assert "automated" not in app["spec"].get("syncPolicy", {}) and HELD in app["metadata"]["annotations"]
+        assert "automated" not in (app["spec"].get("syncPolicy") or {}) and HELD in app["metadata"]["annotations"]
         assert "operation" not in app and "operationState" not in app["status"]
         web = _web(core)
         assert sorted(web) == ["retired", "settings"] and web["settings"].data == {"replicas": "2"}

@@ -12,6 +12,7 @@ import pytest
 from drtool_plugins.kubernetes import KubernetesPlugin
 
 from drtool.errors import UsageError
+from drtool.kube.readings import is_true
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from drtool.repo.writer import BackupSession
@@ -78,7 +79,7 @@ def install(kube: KubeLab, definition: dict[str, Any]) -> None:
 
     def served() -> bool:
         got = request(kube, "GET", f"{CRD_PATH}/{CRD_NAME}")
-        return any(c["type"] == "Established" and c["status"] == "True" for c in got["status"].get("conditions", []))
+        return is_true(got, "Established")  # a fresh CRD's status may hold "conditions": null
 
     wait_for(served, f"CRD {CRD_NAME} Established")
     served_version = next(v["name"] for v in definition["spec"]["versions"] if v["served"])

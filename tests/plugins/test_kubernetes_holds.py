@@ -193,7 +193,7 @@ def test_gitops_apps_are_restored_held_and_released_after_verify(gitops: KubeLab
     with gitops.api_client() as api:
         custom = client.CustomObjectsApi(api)
         app = custom.get_namespaced_custom_object(*ARGO, "dst", "applications", "platform")
-        assert "automated" not in app["spec"].get("syncPolicy", {}) and HELD in app["metadata"]["annotations"]
+        assert "automated" not in (app["spec"].get("syncPolicy") or {}) and HELD in app["metadata"]["annotations"]
         kustomization = custom.get_namespaced_custom_object(*FLUX, "dst", "kustomizations", "apps")
         assert kustomization["spec"]["suspend"] is True
     released = run_restore(repo, manifest, plugin, target, options={**options, "release": True})

@@ -28,6 +28,7 @@ import yaml
 
 from drtool.backends import open_backend
 from drtool.crypto.credentials import Credentials
+from drtool.kube.readings import is_true
 from drtool.repo import layout
 from drtool.repo.repository import Repository
 from tests.fixtures.core import PASSPHRASE, Cli
@@ -139,9 +140,8 @@ def applied_job(kube_jobs: KubeLab) -> Obj:
 
 def _completed(kube: KubeLab, job: Obj) -> Obj | None:
     got = kubectl("-n", NAMESPACE, "get", "job", job["metadata"]["name"], "-o", "json", kubeconfig=kube.kubeconfig)
-    status = json.loads(got.stdout)["status"]
-    done = any(c["type"] == "Complete" and c["status"] == "True" for c in status.get("conditions", []))
-    return status if done else None
+    live = json.loads(got.stdout)
+    return live["status"] if is_true(live, "Complete") else None
 
 
 def test_indexed_job_workers_publish_one_backup_only_when_every_shard_is_durable(
