@@ -504,20 +504,23 @@ def _in_discovery(client: KubeClient, crd: Obj) -> bool:
 
 
 def wait_queue_verdicts(client: KubeClient, timeout: float = 120.0) -> None:
-    """Wait until Kueue has given every ClusterQueue its ``Active`` verdict: a backup taken before then would
-    not record which queues the source itself holds inactive (its restore's verify compares with that)."""
+    """Wait until Kueue's verdict on every ClusterQueue is settled (drtool_plugins.kueue.verdicts): a backup
+    taken before then would record a passing moment (``AdmissionCheckNotFound`` for a check that exists, no
+    verdict at all) as the source's state, and its restore's verify would compare the target with that."""
+    from drtool_plugins.kueue.verdicts import active_checks, unsettled  # the plugin loads only for a living seed
+
     deadline = time.monotonic() + timeout
     while True:
-        queues = client.get(f"/apis/{KUEUE_API}/clusterqueues").get("items") or []
-        waiting = [
-            q["metadata"]["name"]
-            for q in queues
-            if not any(c.get("type") == "Active" for c in (q.get("status") or {}).get("conditions") or [])
-        ]
+        queues, flavors, checks = (
+            client.get(f"/apis/{KUEUE_API}/{kind}").get("items") or []
+            for kind in ("clusterqueues", "resourceflavors", "admissionchecks")
+        )
+        names, active = {f["metadata"]["name"] for f in flavors}, active_checks(checks)
+        waiting = [why for q in queues if (why := unsettled(q, names, active))]
         if not waiting:
             return
         if time.monotonic() > deadline:
-            raise SourceError(f"Kueue gave no verdict on ClusterQueues after {timeout:.0f}s: {', '.join(waiting)}")
+            raise SourceError(f"Kueue's verdicts did not settle in {timeout:.0f}s: {'; '.join(waiting)}")
         time.sleep(0.2)
 
 

@@ -18,15 +18,17 @@ from drtool.errors import DrtoolError
 from drtool.kube.apply import Existing
 from drtool.kube.client import KubeClient
 from drtool.kube.discovery import ResourceType
+from drtool.kube.readings import conditions, is_true
 from drtool.kube.verify import check_type, crds_established, settle_deadline
 from drtool.plugin.contract import Check, RestoreContext
 
 from .bundle import Bundle, load
-from .cluster import Served, connect, served
+from .cluster import Served, connect, list_objects, served
 from .diff import LinkChange, QuotaChange, compare_links, compare_quotas, live_objects
-from .kinds import CLUSTER_QUEUES, CRDS, NAMESPACES
+from .kinds import CHECKS, CLUSTER_QUEUES, CRDS, FLAVORS, NAMESPACES
 from .quotas import View
 from .restore import Options, check_references
+from .verdicts import active_checks, check_states, unsettled
 
 MAX_LISTED = 5
 SETTLE_POLL = 0.5  # seconds between reads of Kueue's verdicts while they settle
@@ -66,13 +68,28 @@ def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[
 
 
 def settled_queues(bundle: Bundle, client: KubeClient, here: Served, was: Mapping[str, str], until: float) -> Check:
-    """Kueue's verdicts, re-read until the settle deadline while one is new: a just-restored ClusterQueue is
-    briefly Inactive while Kueue has not yet seen the AdmissionCheck or flavor it names."""
+    """Kueue's verdicts, judged once they pass and are settled (verdicts.py), or at ``until``: a just-restored
+    ClusterQueue is briefly Inactive while Kueue has not yet seen the flavor or AdmissionCheck it names, or
+    while a check's controller has not yet reported the restored check Active. Without any verdict at all no
+    Kueue controller runs in the target: nothing to wait for."""
+    names = bundle.names(CLUSTER_QUEUES)
+    kueue = here.kueue()
     while True:
-        check = queues_active(bundle, live_objects(client, here).get(CLUSTER_QUEUES, []), was)
-        if check.ok or time.monotonic() >= until:
+        queues = [cq for cq in live_objects(client, here).get(CLUSTER_QUEUES, []) if cq["metadata"]["name"] in names]
+        check = queues_active(bundle, queues, was)
+        if not any(conditions(cq).get("Active") for cq in queues):
             return check
+        flavors = {f["metadata"]["name"] for f in list_objects(client, kueue[FLAVORS])} if FLAVORS in kueue else set()
+        checks = active_checks(list_objects(client, kueue[CHECKS])) if CHECKS in kueue else {}
+        waiting = [why for cq in queues if (why := unsettled(cq, flavors, checks))]
+        if (check.ok and not waiting) or time.monotonic() >= until:
+            break
         time.sleep(SETTLE_POLL)
+    lines = [f"not settled: {w}" for w in waiting]
+    if not check.ok:
+        held = [cq for cq in queues if not is_true(cq, "Active")]
+        lines += [f"{cq['metadata']['name']}: {line}" for cq in held if (line := check_states(cq, checks))]
+    return Check(check.name, check.ok, "\n".join([check.detail, *lines[: MAX_LISTED + 1]]))
 
 
 def _compared(bundle: Bundle) -> list[ResourceType]:
@@ -161,8 +178,7 @@ def queues_active(bundle: Bundle, live: list[dict[str, Any]], inactive_in_source
     verdicts: dict[str, dict[str, Any]] = {}
     for cq in live:
         if cq["metadata"]["name"] in names:
-            conditions = (cq.get("status") or {}).get("conditions") or []
-            active = next((c for c in conditions if c.get("type") == "Active"), None)
+            active = conditions(cq).get("Active")
             if active is not None:
                 verdicts[cq["metadata"]["name"]] = active
     inactive = {n: c for n, c in sorted(verdicts.items()) if c.get("status") != "True"}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -293,6 +294,56 @@ def test_restore_repairs_drift_and_verify_saw_it(
         "clusterqueues.kueue.x-k8s.io cq-nlp"
     ]
     assert not failed(outcome) and specs(kueue_target) == specs(kube_source)
+
+
+def write_active(kube: KubeLab, plural: str, name: str, status: str | None, reason: str = "Ready") -> None:
+    """What Kueue (or a check's controller) writes through /status: the Active condition, or none."""
+    when = "2026-12-06T00:00:00Z"
+    condition = {"type": "Active", "status": status, "reason": reason, "message": reason, "lastTransitionTime": when}
+    body = {"status": {"conditions": [condition] if status else []}}
+    path = f"/apis/{API}/{plural}/{name}/status"
+    with kube.apiserver.access().session() as s:
+        resp = s.patch(kube.apiserver.url + path, json=body, headers={"Content-Type": "application/merge-patch+json"})
+    assert resp.status_code == 200, resp.text[:300]
+
+
+def test_verify_waits_for_kueues_verdict_on_every_restored_queue_and_names_its_checks(
+    module_repo: Repository, seeded_backup: Manifest, kueue_target: KubeLab, restored: RestoreOutcome
+) -> None:
+    """Playing Kueue through /status: every restored ClusterQueue Active (its checks Active) but one, whose
+    verdict comes late: Inactive, its check never reported Active. Before, the verify judged at once and took
+    the missing verdict for "no Kueue controller" (a pass); now it waits for it, and fails naming the check."""
+    from drtool_plugins.kueue.bundle import load
+    from drtool_plugins.kueue.cluster import connect, served
+    from drtool_plugins.kueue.refs import cq_checks
+    from drtool_plugins.kueue.verify import settled_queues
+
+    queues = {q["metadata"]["name"]: q for q in resource(kueue_target, "ClusterQueue").get().to_dict()["items"]}
+    late = next(name for name, q in sorted(queues.items()) if list(cq_checks(q, "")))
+    held = {n for _, n, _ in cq_checks(queues[late], "")}
+    checks = [c["metadata"]["name"] for c in resource(kueue_target, "AdmissionCheck").get().to_dict()["items"]]
+    try:
+        for name in checks:
+            write_active(kueue_target, "admissionchecks", name, None if name in held else "True")
+        for name, q in queues.items():
+            if name != late:
+                ok = not {n for _, n, _ in cq_checks(q, "")} & held
+                write_active(kueue_target, "clusterqueues", name, "True" if ok else "False", "AdmissionCheckInactive")
+        reason = "AdmissionCheckInactive"
+        later = threading.Timer(1.5, write_active, (kueue_target, "clusterqueues", late, "False", reason))
+        later.start()
+        client = connect(settings(kueue_target))
+        ctx = PluginRestoreContext(module_repo, seeded_backup, "kueue")
+        started = time.monotonic()
+        check = settled_queues(load(ctx), client, served(client), {}, started + 5)
+        later.join()
+        assert not check.ok and time.monotonic() - started >= 1.5, check.detail
+        assert f"{late}: {reason}" in check.detail
+        assert f"AdmissionCheck {min(held)}: not Active (its controller has not reported it Active)" in check.detail
+    finally:
+        for plural, names in (("clusterqueues", queues), ("admissionchecks", checks)):
+            for name in names:
+                write_active(kueue_target, plural, name, None)  # later tests: a cluster without Kueue again
 
 
 WORKER = "https://worker1.ml.example.com:6443"
