@@ -3,6 +3,7 @@ exited while starting: a CI failure showed only "exited while starting"). A real
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,8 @@ def test_the_hint_of_a_failing_tests_drtool_error_is_a_report_section(tmp_path: 
     (tmp_path / "test_failing.py").write_text(FAILING)
     repo = Path(__file__).resolve().parents[2]
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.fixtures.hints"]
-    run = subprocess.run([*argv, str(tmp_path)], cwd=repo, capture_output=True, text=True, timeout=120)
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # no xdist, hypothesis, ...: a second less
+    run = subprocess.run([*argv, str(tmp_path)], cwd=repo, env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 1, run.stdout
     out = run.stdout
     assert out.count("drtool hint") == 2, out
