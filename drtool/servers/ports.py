@@ -7,7 +7,7 @@ it as its source port, since both come from the ephemeral range (``/proc/sys/net
 The server then exits with "address already in use" (a lab's cert-manager did in CI, its health port in
 that range). So a port here is taken outside the ephemeral range, where the kernel never picks a number on
 its own, and reserved machine-wide for the reserving process's lifetime: a ``lockf`` byte-range lock at
-offset ``port`` of one file in the system temp dir. The kernel drops a process's locks when it exits (also
+offset ``port`` of one file, ``/tmp/drtool-ports.lock``. The kernel drops a process's locks when it exits (also
 after a crash or ``kill -9``), so nothing stale is left; a port some socket holds (a server listening, a
 connection's source port) is skipped. The server started on the port runs on after its starter exits:
 from then on it is the socket that keeps the number from being handed out again.
@@ -61,7 +61,10 @@ def _pool() -> tuple[int, ...]:
 
 
 def lock_path() -> Path:
-    return Path(tempfile.gettempdir()) / LOCK_NAME
+    """One file for the machine: /tmp whatever TMPDIR a process was given (a child started with a TMPDIR of its
+    own must still see everyone's reservations)."""
+    shared = Path("/tmp")
+    return (shared if shared.is_dir() else Path(tempfile.gettempdir())) / LOCK_NAME
 
 
 def free_port() -> int:
