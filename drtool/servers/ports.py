@@ -4,13 +4,14 @@ Binding port 0, closing the socket and handing the number to a server seconds la
 the port before the server binds it: the kernel hands the same number to another process's bind(0) (a
 second test worker's lab, allocating at the same time), and any outgoing connection on the machine may get
 it as its source port, since both come from the ephemeral range (``/proc/sys/net/ipv4/ip_local_port_range``).
-The server then exits with "address already in use" (a lab's cert-manager did in CI, its health port in
-that range). So a port here is taken outside the ephemeral range, where the kernel never picks a number on
-its own, and reserved machine-wide for the reserving process's lifetime: a ``lockf`` byte-range lock at
-offset ``port`` of one file, ``/tmp/drtool-ports.lock``. The kernel drops a process's locks when it exits (also
-after a crash or ``kill -9``), so nothing stale is left; a port some socket holds (a server listening, a
-connection's source port) is skipped. The server started on the port runs on after its starter exits:
-from then on it is the socket that keeps the number from being handed out again.
+The server then exits with "address already in use" (a lab's kube-scheduler did here; CI's cert-manager,
+its health port 40171 in that range, exited while starting the same way, most likely). So a port here is
+taken outside the ephemeral range, where the kernel never picks a number on its own, and reserved
+machine-wide for the reserving process's lifetime: a ``lockf`` byte-range lock at offset ``port`` of one
+file, ``/tmp/drtool-ports.lock``. The kernel drops a process's locks when it exits (also after a crash or
+``kill -9``), so nothing stale is left; a port some socket holds (a server listening, a connection's source
+port) is skipped. The server started on the port runs on after its starter exits: from then on it is the
+socket that keeps the number from being handed out again.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Ports for the lab's and tests' servers: never the same one twice on the machine, never one a socket holds.
 
-A lab's cert-manager exited in CI with its health port taken between choosing and binding (bind(0) numbers
-come from the ephemeral range, which other workers' bind(0) and every outgoing connection draw from). Real
+A lab's kube-scheduler exited here, and most likely CI's cert-manager too, with its health port taken between
+choosing and binding (bind(0) numbers come from the ephemeral range, which other workers' bind(0) and every
+outgoing connection draw from). Real
 processes and sockets; no server starts.
 """
 
