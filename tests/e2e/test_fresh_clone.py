@@ -16,7 +16,7 @@ servers come from the per-user cache (``~/.cache/drtool``), as on any machine af
 The plan's two watching checks (cert-manager re-issues nothing, the garbage collector deletes nothing) watch 5
 seconds after green instead of the shipped minute (``DRTOOL_VAR_CHECK_WINDOW``, as every other rehearsal test
 does): a minute of waiting in each of the two rehearsals proved nothing more here, and what those checks catch
-is drilled on a restored living cluster (tests/plans_rehearsal/test_platform_checks.py).
+is drilled on a restored living cluster (tests/plans_rehearsal/test_living_restore.py).
 """
 
 from __future__ import annotations

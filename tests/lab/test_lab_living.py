@@ -5,11 +5,20 @@ platform does, through the official ``kubernetes`` client: the garbage collector
 Available on the GPU nodes the scheduler chose, Kueue admitting a Job onto a flavor and keeping one pending
 when its ClusterQueue is inactive, cert-manager issuing a certificate. Each test works in its own
 namespace and leaves the seeded objects alone.
+
+The same lab serves two more groups that had a living lab each (one lab start and seed instead of three;
+docs/testing.md has the figures): the scenario drills that restore the seed with its shipped plans
+(``--- drills``, first: Kueue's configuration and team-vision deleted and restored, each drill proving the
+restored state before the tests after it use it), and `drtool audit` grading the examples
+``drtool_lab.kube_seed_audit`` seeds beside the base seed (``--- audit``: namespace ``audit-good`` passes
+each item the cluster answers, ``audit-bad`` fails each for its own reason, read through the lab's read-only
+identity, what a backup role may do).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from drtool_lab import kube_seed
+from drtool_lab import kube_seed, kube_seed_audit
+from drtool_lab.cluster import cluster_target, seeded_cluster
 from drtool_lab.components import KINDS
 from drtool_lab.components.kube_apiserver import KubeApiserver
 from drtool_lab.components.kueue import ensure_metrics_certs, webhook_configurations
@@ -25,13 +35,31 @@ from drtool_lab.components.kwok import node_pools
 from drtool_lab.lab import LIVING_KINDS, Lab
 from kubernetes import client, config
 
+from drtool.audit.cluster import ClusterView, read_cluster
+from drtool.audit.grades import Grade
+from drtool.audit.workloads import gpu_isolation, inference_spread, pdb_drain, preemptible_save
+from drtool.backends.local import LocalBackend
+from drtool.backup import run_backup
+from drtool.catalog import Catalog
+from drtool.catalog.runs import RunLog
+from drtool.catalog.scenarios import ScenarioLog
+from drtool.drills import matrix
+from drtool.drills.kueue import KueueConfigDeleted
+from drtool.drills.namespace import NamespaceDeleted
+from drtool.drills.run import run_drill
 from drtool.errors import SourceError
 from drtool.kube.readings import conditions, is_true
-from tests.fixtures.core import Cli
+from drtool.kube.settings import Connection
+from drtool.plans.validate import check_file
+from drtool.plugin.manager import get_plugin, load_plugins
+from drtool.repo.repository import Repository
+from tests.fixtures.core import PASSPHRASE, Cli
 from tests.fixtures.kube import wait_for
 
 Obj = dict[str, Any]
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
+PLANS = Path(__file__).resolve().parents[2] / "restore-plans"
+CLUSTER_ITEMS = (preemptible_save, inference_spread, pdb_drain, gpu_isolation)
 
 
 @dataclasses.dataclass
@@ -66,9 +94,10 @@ def living(lab_root: Path) -> Iterator[Living]:
     lab = Lab("living", root=lab_root)
     try:
         lab.up(LIVING_KINDS)
+        seeded_cluster(lab)  # the flavors, cohorts, queues and teams, no bulk content; Kueue's verdicts awaited
         server = lab["kube-apiserver"]
         assert isinstance(server, KubeApiserver)
-        kube_seed.seed(server.access())  # the flavors, cohorts and queues; no bulk content
+        kube_seed_audit.seed(server.access())  # the audit's good and bad examples, each in its own namespace
         yield Living(lab, config.new_client_from_config(config_file=str(server.admin_kubeconfig)))
     finally:
         lab.down()
@@ -89,6 +118,77 @@ def pool_nodes(flavor: str) -> set[str]:
 def gpu_container(gpus: int = 1) -> Obj:
     resources = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"nvidia.com/gpu": str(gpus)}}
     return {"name": "main", "image": "registry.ml.example.com/trainer:1.0", "resources": resources}
+
+
+# --- drills (first: each restores the seed and proves it, for the tests after it) ------------------------------
+# kueue-config-deleted: the lab's Kueue configuration backed up, every ClusterQueue and ResourceFlavor deleted,
+# restored with restore-plans/kueue-quotas-only.yaml (whose kueue-admits check queues a probe job and waits for
+# Kueue to admit it). namespace-deleted: one team namespace backed up on its own, deleted (the namespace
+# controller empties it), restored with restore-plans/namespace-restore.yaml, its Deployments serving again
+# and its owner chain pointing at the new UIDs. Each drill is recorded in the catalog with its actual RPO and
+# time to service, and the matrix shows it.
+
+
+def test_kueue_config_deleted_is_drilled_and_recorded(living: Living, tmp_path: Path) -> None:
+    source = seeded_cluster(living.lab)
+    repo = Repository.init(LocalBackend(tmp_path / "store"), passphrase=PASSPHRASE)
+    manifest = run_backup(repo, [get_plugin("kueue")], {"kueue": source})
+    assert manifest.status == "complete"
+    target = cluster_target(living.lab)
+    loaded = check_file(PLANS / "kueue-quotas-only.yaml", load_plugins(), {"TARGET_KUBECONFIG": target["kubeconfig"]})
+    catalog = Catalog(str(tmp_path / "catalog.db"))
+    injector = KueueConfigDeleted()
+
+    row = run_drill(injector, target, loaded, repo, manifest, catalog)
+
+    assert row.ok, (row.error, row.checks)
+    assert {"cq-nlp", "cq-vision"} <= set(injector.deleted["clusterqueues"])
+    assert {"a100", "h100", "l4"} <= set(injector.deleted["resourceflavors"])
+    assert row.injected_at < row.detected_at < row.recovered_at < row.in_service_at
+    assert row.rpo_s is not None and row.rpo_s > 0
+    assert row.time_to_service_s is not None and 0 < row.time_to_service_s < 600
+    checks = {c["name"]: c for c in row.to_dict()["checks"]}
+    assert any("queue-admits" in name and c["ok"] for name, c in checks.items()), checks
+    # what Kueue serves again: the queues the drill deleted, with their cohorts
+    api = config.new_client_from_config(config_file=target["kubeconfig"])
+    queues = client.CustomObjectsApi(api).list_cluster_custom_object(*KUEUE, "clusterqueues")["items"]
+    assert set(injector.deleted["clusterqueues"]) <= {q["metadata"]["name"] for q in queues}
+    # recorded: the catalog's matrix shows the scenario drilled, ok, with its age and figures
+    assert [r.id for r in ScenarioLog(catalog).all()] == [row.id]
+    rows = {r["scenario"]: r for r in matrix.rows(ScenarioLog(catalog).all(), RunLog(catalog).drills())}
+    last = rows["kueue-config-deleted"]["last"]
+    assert last["ok"] and last["age_s"] >= 0 and last["time_to_service_s"] == row.time_to_service_s
+    assert rows["namespace-deleted"]["last"] is None
+    html = matrix.to_html(list(rows.values()), "now")
+    assert 'id="scenario-kueue-config-deleted"' in html and "never drilled" in html
+
+
+def test_namespace_deleted_is_drilled_with_owners_relinked(living: Living, tmp_path: Path) -> None:
+    source = seeded_cluster(living.lab) | {"include_namespaces": ["team-vision"]}
+    repo = Repository.init(LocalBackend(tmp_path / "store"), passphrase=PASSPHRASE)
+    manifest = run_backup(repo, [get_plugin("kubernetes")], {"kubernetes": source})
+    assert manifest.status == "complete"
+    target = cluster_target(living.lab)
+    values = {"TARGET_KUBECONFIG": target["kubeconfig"], "NAMESPACE": "team-vision"}
+    loaded = check_file(PLANS / "namespace-restore.yaml", load_plugins(), values)
+    catalog = Catalog(str(tmp_path / "catalog.db"))
+    api = config.new_client_from_config(config_file=target["kubeconfig"])
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    old_uid = apps.read_namespaced_deployment("model-server", "team-vision").metadata.uid
+
+    row = run_drill(NamespaceDeleted("team-vision"), target, loaded, repo, manifest, catalog, detect_timeout=180)
+
+    assert row.ok, (row.error, row.checks)
+    checks = {c["name"]: c["ok"] for c in row.to_dict()["checks"]}
+    assert len(checks) == 3 and all(checks.values()), checks
+    assert row.rpo_s is not None and row.time_to_service_s is not None and row.time_to_service_s > 0
+    # owners relinked: the ConfigMap the Deployment owns points at the restored Deployment's new UID
+    deployment = apps.read_namespaced_deployment("model-server", "team-vision")
+    assert deployment.metadata.uid != old_uid
+    owned = core.read_namespaced_config_map("model-server-config", "team-vision")
+    assert [o.uid for o in owned.metadata.owner_references] == [deployment.metadata.uid]
+    rows = {r["scenario"]: r for r in matrix.rows(ScenarioLog(catalog).all(), RunLog(catalog).drills())}
+    assert rows["namespace-deleted"]["last"]["ok"]
 
 
 # --- the cluster runs ---------------------------------------------------------------------------------
@@ -334,6 +434,97 @@ def _rss(pid: int | None) -> int:
     with open(f"/proc/{pid}/status") as status:
         kib = next(line.split()[1] for line in status if line.startswith("VmRSS:"))
     return int(kib) * 1024
+
+
+# --- audit ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server(living: Living) -> KubeApiserver:
+    server = living.lab["kube-apiserver"]
+    assert isinstance(server, KubeApiserver)
+    return server
+
+
+def view(server: KubeApiserver, namespace: str) -> ClusterView:
+    return read_cluster(Connection(kubeconfig=str(server.readonly_kubeconfig)), [namespace])
+
+
+def grades(server: KubeApiserver, namespace: str) -> dict[str, Grade]:
+    seen = view(server, namespace)
+    return {g.item: g for g in (item(seen) for item in CLUSTER_ITEMS)}
+
+
+def test_the_good_examples_pass_every_cluster_item(server: KubeApiserver) -> None:
+    got = grades(server, kube_seed_audit.GOOD)
+    assert {k: g.status for k, g in got.items()} == dict.fromkeys(got, "pass"), got
+    assert "grace 120s covers its last checkpoint save of 45s" in got["preemptible-save"].evidence[0]
+    assert "topology spread over kubernetes.io/hostname" in got["inference-spread"].evidence[0]
+    assert "lets a drain evict (2 replicas)" in got["pdb-drain"].evidence[0]
+    # kwok's GPU pools carry the flavors' nvidia.com/gpu taint; the cpu pool has no GPUs and is not counted
+    assert got["gpu-isolation"].evidence[0] == "6 of 6 GPU nodes tainted"
+    assert "audit-good/pretrain: backoffLimit 2" in got["gpu-isolation"].evidence
+
+
+def test_each_bad_example_fails_for_its_reason(server: KubeApiserver) -> None:
+    got = grades(server, kube_seed_audit.BAD)
+    assert {k: g.status for k, g in got.items()} == dict.fromkeys(got, "fail"), got
+    assert got["preemptible-save"].evidence == [
+        "audit-bad/pretrain: grace 30s is shorter than its last checkpoint save of 300s"
+    ]
+    assert got["inference-spread"].evidence == [
+        "audit-bad/llm-serving: 3 replicas, no topology spread and no anti-affinity"
+    ]
+    assert got["pdb-drain"].evidence == ["audit-bad/llm-serving: blocks a drain: minAvailable 3 of 3 replicas"]
+    gpu = got["gpu-isolation"]
+    assert gpu.evidence[0] == "6 of 6 GPU nodes tainted"  # the nodes are fine; the Job is what fails
+    assert "audit-bad/pretrain: backoffLimit 10 (over 3) and no podFailurePolicy" in gpu.evidence[1]
+
+
+def test_an_untainted_gpu_node_fails_isolation(server: KubeApiserver) -> None:
+    core = client.CoreV1Api(config.new_client_from_config(config_file=str(server.admin_kubeconfig)))
+    node = core.create_node({"metadata": {"name": "gpu-untainted"}})
+    try:
+        core.patch_node_status("gpu-untainted", {"status": {"capacity": {"nvidia.com/gpu": "8"}}})
+        grade = gpu_isolation(view(server, kube_seed_audit.GOOD))
+        assert grade.status == "fail"
+        assert grade.evidence[0] == "6 of 7 GPU nodes tainted; untainted: gpu-untainted", grade.evidence
+    finally:
+        core.delete_node(node.metadata.name)
+
+
+def test_the_cli_grades_exits_12_and_writes_json_html_and_metrics(
+    server: KubeApiserver, cli: Cli, tmp_path: Path
+) -> None:
+    out, metrics = tmp_path / "report", tmp_path / "audit.prom"
+    args = ["audit", "--kubeconfig", str(server.readonly_kubeconfig), "--out", str(out), "--metrics", str(metrics)]
+    bad = cli(*args, "-n", kube_seed_audit.BAD, "--json")
+    assert bad.returncode == 12, bad.stderr
+    assert "checklist item(s) fail: " in bad.stderr and "pdb-drain" in bad.stderr and "Traceback" not in bad.stderr
+    card = json.loads((out / "audit.json").read_text())
+    assert card["verdict"] == "fail" and card["kind"] == "audit"
+    status = {i["item"]: i["status"] for i in card["items"]}
+    # no plans, checkpoints or drills given: those items say unknown, or fail where absence is the failure
+    assert status == {
+        "objectives": "unknown",
+        "checkpoints": "unknown",
+        "resume-drilled": "fail",  # no drill resumed past a torn checkpoint
+        "preemptible-save": "fail",
+        "inference-spread": "fail",
+        "pdb-drain": "fail",
+        "gpu-isolation": "fail",
+        "independence": "unknown",
+        "drills-recent": "fail",
+    }
+    html = (out / "audit.html").read_text()
+    assert 'id="item-pdb-drain"' in html and "blocks a drain: minAvailable 3 of 3 replicas" in html
+    text = metrics.read_text()
+    assert 'drtool_audit_item_status{item="pdb-drain"} -1.0' in text
+    assert 'drtool_audit_item_status{item="objectives"} 0.0' in text
+    good = cli(*args, "-n", kube_seed_audit.GOOD)
+    assert good.returncode == 12  # no drill recorded: drills-recent fails even where the cluster is good
+    assert 'drtool_audit_item_status{item="pdb-drain"} 1.0' in metrics.read_text()
+    assert "go-live audit: fail" in good.stdout
 
 
 # --- without a running lab ---------------------------------------------------------------------------------

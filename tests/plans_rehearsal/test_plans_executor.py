@@ -178,7 +178,7 @@ def test_the_restored_cluster_reads_back(lab_store: tuple[Repository, str], kube
     """kueue-quotas-only executed for real: its checks and the objects read back with the official client.
 
     The target is a bare API server: the quotas are stored, but no Kueue runs to admit work, and the plan's
-    platform check says so (docs/plans.md; tests/plans_rehearsal/test_platform_checks.py has it pass on a living
+    platform check says so (docs/plans.md; tests/plans_rehearsal/test_living_restore.py has it pass on a living
     cluster)."""
     repo, backup_id = lab_store
     env = {"DRTOOL_VAR_TARGET_KUBECONFIG": kube_target.kubeconfig, "DRTOOL_VAR_CHECK_TIMEOUT": "3s"}

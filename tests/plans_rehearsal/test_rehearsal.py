@@ -255,12 +255,12 @@ def test_full_cluster_rebuild_into_a_fresh_lab_with_the_source_stopped(source: S
 
 @pytest.mark.parametrize("plan", ["control-plane-from-etcd.yaml", "gpu-pool-move.yaml"])
 def test_shipped_plans_rehearse_into_a_fresh_lab(source: Source, tmp_path: Path, plan: str) -> None:
-    """Each into a lab of its own, torn down afterwards (kueue-quotas-only goes into fresh labs below: with a
-    PostgreSQL catalog, and from the command line in both isolation modes; full-cluster-rebuild above).
+    """Each into a lab of its own, torn down afterwards (kueue-quotas-only goes into fresh labs below, from the
+    command line in both isolation modes with a PostgreSQL catalog; full-cluster-rebuild above).
     training-resume is not rehearsed from this source: it backs up no checkpoints or models, so the plan's
     rehearsal here restored the cluster objects and quotas full-cluster-rebuild restores (37 CPU-s for a living
     lab); its checks pass on a restored living cluster with its checkpoints in
-    tests/plans_rehearsal/test_platform_checks.py, its resume in test_training_rehearsal.py."""
+    tests/plans_rehearsal/test_living_restore.py, its resume in test_training_rehearsal.py."""
     options = RehearsalOptions(out_dir=tmp_path / "reports", labs_root=tmp_path)
     result = rehearse(load_plan(PLANS / plan), source.repo, options)
     steps = {s["id"]: s for s in result.report["run"]["steps"]}
@@ -313,24 +313,6 @@ def test_a_rehearsal_reads_each_manifest_once(source: Source, tmp_path: Path, mo
     assert reads == {f"manifests/{source.backup_id}": 1}
 
 
-@pytest.mark.skipif(netns.available() is not None, reason=f"no network namespaces here: {netns.available()}")
-def test_a_postgresql_catalog_is_relayed_into_the_namespace(source: Source, postgres_url: str, tmp_path: Path) -> None:
-    """libpq opens its own sockets: in the namespace, the catalog's PostgreSQL is reachable only through a relay."""
-    from sqlalchemy.engine import make_url
-
-    catalog = Catalog(postgres_url)
-    catalog.engine.dispose()  # every connection the rehearsal uses is opened inside the namespace
-    options = RehearsalOptions(out_dir=tmp_path / "reports", labs_root=tmp_path, isolation="netns")
-    result = rehearse(load_plan(PLANS / "kueue-quotas-only.yaml"), source.repo, options, catalog=catalog)
-    isolation = result.report["run"]["isolation"]
-    url = make_url(postgres_url)
-    assert result.restored and isolation["mode"] == "netns"
-    assert isolation["relayed"] == [f"{url.host}:{url.port}"] and not isolation["blocked"]
-    assert result.report["run"]["bug_pairs"] == [] and not [s for s in result.report["run"]["steps"] if s["approval"]]
-    assert [d.plan_name for d in RunLog(catalog).drills()] == ["kueue-quotas-only"]
-    assert not Lab.names(tmp_path) and not processes_mentioning(tmp_path)  # torn down, servers stopped
-
-
 def test_the_guard_catches_a_step_that_reaches_back_into_the_source(source: Source, tmp_path: Path) -> None:
     """An etcd step asked to compare with the (failed) source: its verify connects there, and is refused. The
     backup's own failure domain names the source etcd (the etcd plugin records its endpoints), so the guard
@@ -356,12 +338,17 @@ def test_the_guard_catches_a_step_that_reaches_back_into_the_source(source: Sour
 
 
 @pytest.mark.skipif(netns.available() is not None, reason=f"no network namespaces here: {netns.available()}")
-def test_cli_rehearse_isolation_drills_and_runbook(cli: Cli, source: Source, tmp_path: Path) -> None:
+def test_cli_rehearse_isolation_drills_and_runbook(cli: Cli, source: Source, postgres_url: str, tmp_path: Path) -> None:
     """From the command line, once per isolation mode, each into a fresh lab. netns: the restore's processes live
     where the source does not exist, and it still works. in-process (the source lab stopped meanwhile, a failure
     far in the future so the RPO objective is missed: exit 7) says what it does not cover. Every server either
-    started is stopped afterwards; `drills` and `runbook` read what the rehearsals recorded."""
-    store = ["--store", source.repo.backend.url]
+    started is stopped afterwards; `drills` and `runbook` read what the rehearsals recorded. The catalog is a
+    PostgreSQL database: libpq opens its own sockets, so in the namespace it is reachable only through a relay,
+    which the netns report names (this run replaces a rehearsal of its own for it, about 15 CPU-s)."""
+    from sqlalchemy.engine import make_url
+
+    store = ["--store", source.repo.backend.url, "--catalog", postgres_url]
+    url = make_url(postgres_url)
     cli.env["DRTOOL_LAB_DIR"] = str(source.lab.root.parent)
     seeded = cli("lab", "seed", source.lab.name, "-p", "kubernetes", "-p", "kueue", check=True).stdout
     assert "seeded kubernetes in" in seeded and "seeded kueue in" in seeded  # once per lab: a no-op here
@@ -379,7 +366,9 @@ def test_cli_rehearse_isolation_drills_and_runbook(cli: Cli, source: Source, tmp
         assert proc.returncode == code, proc.stdout[-2000:] + proc.stderr
         assert f"isolation: {mode}" in proc.stdout and covers in proc.stdout.replace("\n", " ")
         report = json.loads(next(out.glob("*.json")).read_text())
-        assert report["run"]["isolation"]["mode"] == mode and report["run"]["bug_pairs"] == []
+        isolation = report["run"]["isolation"]
+        assert isolation["mode"] == mode and report["run"]["bug_pairs"] == [] and not isolation["blocked"]
+        assert isolation.get("relayed", []) == ([f"{url.host}:{url.port}"] if mode == "netns" else []), isolation
         assert f"**{mode}**" in next(out.glob("*.md")).read_text()
         assert "report (html)" in proc.stdout
     assert "RPO" in proc.stdout and "MISSED" in proc.stdout  # the in-process one: decades of state lost
@@ -389,6 +378,8 @@ def test_cli_rehearse_isolation_drills_and_runbook(cli: Cli, source: Source, tmp
     assert Lab.load(source.lab.name, source.lab.root.parent)["kube-apiserver"].healthy()  # started again
     drills = cli(*store, "drills", check=True).stdout
     assert "kueue-quotas-only" in drills and "missed" in drills
+    recorded = RunLog(Catalog(postgres_url)).drills()  # both rehearsals, the netns one's through the relay
+    assert [d.plan_name for d in recorded] == ["kueue-quotas-only"] * 2
     runbook = cli(*store, "runbook", "--plan", str(PLANS / "full-cluster-rebuild.yaml"), check=True).stdout
     assert "# Runbook: full-cluster-rebuild" in runbook and source.backup_id in runbook
     assert "**Needs approval**" in runbook and "When to escalate" in runbook and "passphrase" in runbook

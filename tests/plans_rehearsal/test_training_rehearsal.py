@@ -1,7 +1,7 @@
 """A training rehearsal end to end: the trainer killed while it saves a checkpoint, `drtool rehearse` into a
 fresh lab resumes the run there and says what was lost (the recovery point in steps and in training time).
 
-Its own labs, nothing shared with tests/plans_rehearsal/test_platform_checks.py's restored living cluster: in a
+Its own labs, nothing shared with tests/plans_rehearsal/test_living_restore.py's restored living cluster: in a
 file of its own it runs on the other xdist worker (tests/run.sh, tests/fixtures/schedule.py).
 """
 
@@ -47,10 +47,10 @@ def test_a_training_rehearsal_reports_the_recovery_point_in_steps_and_time_lost(
         steps = [{"id": "checkpoints", "uses": "checkpoints"}, {"id": "cluster", "uses": "kubernetes"}]
         waivers = [{"match": "*", "reason": "the seeded cluster's own dependencies are not what this test judges"}]
         plan.write_text(json.dumps({"name": "training-only", "steps": steps, "checks": [check], "waivers": waivers}))
-        args = ["rehearse", "--plan", str(plan), "--source-lab", source.name, "--out", str(tmp_path / "reports")]
-        proc = cli("--store", repo.backend.url, *args, env={"DRTOOL_LAB_DIR": str(lab_root)})
-    finally:  # the rehearsal started the source again in its own process: stop what the lab's state now names
-        (Lab.load(source.name, lab_root) if source.state_file.exists() else source).down()
+    finally:  # lost for good before the rehearsal: `--source-lab` would stop it and start it again afterwards (a
+        source.down()  # living lab and MinIO for nothing here; test_rehearsal.py's CLI test drills `--source-lab`)
+    args = ["rehearse", "--plan", str(plan), "--out", str(tmp_path / "reports")]
+    proc = cli("--store", repo.backend.url, *args, env={"DRTOOL_LAB_DIR": str(lab_root)})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     out = " ".join(proc.stdout.split())
     assert "training mlp: resumed from step 20, step 30 torn; at least 10 steps and" in out, out

@@ -25,15 +25,15 @@ def test_a_worker_runs_the_longest_files_first_each_file_in_its_own_order() -> N
         "tests/e2e/test_crash_drills.py::test_kill",
         "tests/unit/test_keys.py::test_b",
         "tests/e2e/test_fresh_clone.py::test_demo",
-        "tests/plans_rehearsal/test_platform_checks.py::test_b",
-        "tests/plans_rehearsal/test_platform_checks.py::test_a",
+        "tests/plans_rehearsal/test_living_restore.py::test_b",
+        "tests/plans_rehearsal/test_living_restore.py::test_a",
     )
     items = list(collected)
     pytest_collection_modifyitems(types.SimpleNamespace(workerinput={}), items)  # type: ignore[arg-type]
     assert [i.nodeid for i in items] == [
         "tests/e2e/test_fresh_clone.py::test_demo",
-        "tests/plans_rehearsal/test_platform_checks.py::test_b",
-        "tests/plans_rehearsal/test_platform_checks.py::test_a",
+        "tests/plans_rehearsal/test_living_restore.py::test_b",
+        "tests/plans_rehearsal/test_living_restore.py::test_a",
         "tests/e2e/test_crash_drills.py::test_kill",
         "tests/unit/test_keys.py::test_a",
         "tests/unit/test_keys.py::test_b",
