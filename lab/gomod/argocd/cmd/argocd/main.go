@@ -17,7 +17,6 @@ import (
 	gitaskpass "github.com/argoproj/argo-cd/v3/cmd/argocd-git-ask-pass/commands"
 	reposerver "github.com/argoproj/argo-cd/v3/cmd/argocd-repo-server/commands"
 	"github.com/argoproj/argo-cd/v3/common"
-	"github.com/argoproj/argo-cd/v3/util/grpc"
 	"github.com/argoproj/argo-cd/v3/util/log"
 )
 
@@ -27,7 +26,9 @@ func init() {
 }
 
 func main() {
-	grpc.DisableSRVLookups() // upstream's workaround for the SRV gRPC bug
+	// Upstream's main calls grpc.DisableSRVLookups here, which panics unless something set gRPC's
+	// EnableSRVLookups: only the grpclb balancer's init does, and this cut does not link it (upstream's does,
+	// through a cloud SDK), so the DNS SRV lookups that workaround turns off are off already.
 	name := filepath.Base(os.Args[0])
 	if val := os.Getenv("ARGOCD_BINARY_NAME"); val != "" {
 		name = val
