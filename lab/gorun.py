@@ -8,7 +8,7 @@ of them. A failed build raises ``SourceError`` naming the log and quoting its la
 
 A build in a build module first fetches the module zips its ``go.sum`` pins, ``DOWNLOADS`` at a time (``go mod
 download`` with that ``GOMAXPROCS``): ``go build`` fetches them while it loads packages, only ``GOMAXPROCS`` (the
-core count, 2 here) at a time, and a cold build of Velero's module spent 111 s on that, 42 s 16 at a time.
+core count, 2 here) at a time: Velero's module's 189 zips took 111 s so, 42 s 16 at a time (load average 17 to 20).
 """
 
 from __future__ import annotations
