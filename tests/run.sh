@@ -38,34 +38,29 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
-pip install -q --disable-pip-version-check -e '.[test]'
+# drtool itself first (what the Go builds' driver imports: a fresh venv only), so the builds start while pip installs
+# the test extras (MLflow, etcd, OpenBao, ...)
+python -c "import drtool_lab.build" 2>/dev/null || pip install -q --disable-pip-version-check -e .
 
-python -m drtool_lab.build minio >/dev/null
-# kube-apiserver, kube-controller-manager, kube-scheduler, kwok, registry, cert-manager, Kueue, Velero and its AWS
-# plugin: one go build per build module, progress on stderr (cold: see docs/lab-builds.md)
-python -m drtool_lab.build lab >/dev/null
-# kube-apiserver of two other Kubernetes releases for tests/plugins/test_kube_versions.py (one go build each,
-# kube-apiserver only; v1.38 fetches Go 1.27.3 once): about 8 CPU-minutes each cold, so ~10 min on an idle
-# 2-core machine (docs/lab-builds.md, "Other Kubernetes releases"); nothing warm
-python -m drtool_lab.build kube-apiserver@v1.35.4 kube-apiserver@v1.38.0-beta.0 >/dev/null
-# KubeRay's operator (opt-in lab component, not in `lab`) for tests/plugins/test_kuberay_holds.py: its own module
-# (k8s.io/* v0.34), 134 s user + 32 s system CPU with this machine's Go caches, so 1.5-3 min on an idle 2-core
-# machine cold (docs/lab-builds.md, "KubeRay")
-python -m drtool_lab.build ray-operator >/dev/null
-# Argo CD (opt-in lab component) for tests/plugins/test_argocd_holds.py: its own module (Go 1.27.3, k8s.io/* v0.37.0),
-# one `argocd` binary and miniredis; about 540 CPU-seconds cold, so 4-5 min on an idle 2-core machine, 40 s with
-# Go's build cache warm (docs/lab-builds.md, "Argo CD")
-python -m drtool_lab.build argocd lab-redis >/dev/null
-# Kubeflow Trainer v2.2.0 and JobSet v0.11.1 (opt-in lab components, `--with trainer`) for
-# tests/plugins/test_trainjob_holds.py: two modules (k8s.io/* v0.35, controller-runtime v0.23 and v0.22), about
-# 330 CPU-seconds cold, so 3-4 min on an idle 2-core machine (docs/lab-builds.md, "Kubeflow Trainer and JobSet")
-python -m drtool_lab.build trainer-controller-manager jobset >/dev/null
-python -c "from drtool_lab.plugins.helm import helm_cli; helm_cli()" >/dev/null  # Helm CLI for test_helm: ~3 min cold
-if [ "$(id -u)" = 0 ]; then  # test_image (root only): Debian base + pinned wheels, ~1.5 min cold
-  python -m tests.fixtures.image >/dev/null
-fi
+# The lab's Go servers, built once into ~/.cache/drtool/bin (docs/lab-builds.md): MinIO; `lab` = kube-apiserver,
+# kube-controller-manager, kube-scheduler, kwok, registry and cert-manager (gomod/lab), Kueue, Velero and its AWS
+# plugin; kube-apiserver of two other Kubernetes releases (tests/plugins/test_kube_versions.py; v1.38 fetches Go
+# 1.27.3 once); the opt-in KubeRay operator, Argo CD and its Redis, Kubeflow Trainer and JobSet (the *_holds tests);
+# the Helm CLI (test_helm). Eleven builds, progress on stderr, two at a time, the longest first: one build alone
+# leaves a core idle while it downloads modules, loads packages and links. Cold on an idle machine: 30 min 37 s one
+# at a time (2026-12-06), about 22 to 25 min estimated now with less to compile (no DWARF, Argo CD's controller and
+# repo-server only): docs/lab-builds.md, "Two builds at a time". Warm: nothing to build. Meanwhile pip installs the test extras, then the image test's Debian
+# base and wheels are fetched (~40 s cold) and ruff runs.
+python -m drtool_lab.build --jobs 2 lab kube-apiserver@v1.38.0-beta.0 argocd lab-redis kube-apiserver@v1.35.4 \
+  minio ray-operator helm trainer-controller-manager jobset >/dev/null &
+go_builds=$!
+status=0
+{ pip install -q --disable-pip-version-check -e '.[test]' \
+  && { [ "$(id -u)" != 0 ] || python -m tests.fixtures.image >/dev/null; } \
+  && ruff check drtool plugins lab tests bench; } || status=$?  # test_image (root only): Debian base + wheels
+wait "$go_builds" || status=$?
+[ "$status" = 0 ] || exit "$status"
 
-ruff check drtool plugins lab tests bench
 # Three workers, each running whole test files (a file's module-scoped labs start once, on one worker), the
 # longest files first (tests/fixtures/schedule.py): the end-to-end drills mostly wait on servers, so three run
 # side by side on two cores (tests/lab: 23 min 55 s on two workers, 16 min 41 s on three, its tests' summed

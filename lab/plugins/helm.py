@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from drtool_lab.build import go_binary
+from drtool_lab.build import PINNED, go_binary
 from drtool_lab.cluster import KINDS, apiserver
 from drtool_lab.oci import lab_registry
 from drtool_plugins.helm.sample import push_oci_chart, seed_releases
@@ -19,14 +19,13 @@ if TYPE_CHECKING:
     from drtool_lab.lab import Lab
 
 CHARTS = (("webapp", "0.1.0"), ("webapp", "0.2.0"), ("batchjobs", "1.0.0"))
-HELM_MODULE = "helm.sh/helm/v3/cmd/helm"
-HELM_VERSION = "v3.22.0"
 
 
 def helm_cli() -> Path:
     """The Helm CLI, built once from the Go module proxy (about 3 minutes) and cached like the lab's servers:
-    tests run `helm list`/`helm history` against a restored lab with it."""
-    return go_binary("helm", HELM_MODULE, HELM_VERSION)
+    tests run `helm list`/`helm history` against a restored lab with it. Pinned in ``drtool_lab.build.PINNED``
+    (``python -m drtool_lab.build helm``)."""
+    return go_binary("helm", *PINNED["helm"])
 
 
 def _kubeconfig(lab: Lab) -> str:

@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from drtool_lab import gomods, gorun, kube_seed, upstream
+from drtool_lab import build, gomods, gorun, kube_seed, upstream
 from drtool_lab.cluster import cluster_kinds
 from drtool_lab.components.kwok import node_pools, nodes
 from drtool_lab.lab import BARE_KINDS, LIVING_KINDS, OPT_IN_KINDS, Lab
@@ -148,3 +148,34 @@ def test_every_binary_is_a_package_its_build_module_can_name() -> None:
         else:
             assert binary.package.startswith(binary.upstream), f"{binary.name}: {binary.package} in no required module"
             assert binary.version, binary.name
+
+
+def test_the_builds_named_at_once_are_one_per_build_module_in_the_order_named() -> None:
+    """`python -m drtool_lab.build --jobs 2 ...` (tests/run.sh) runs these side by side: one `go build` per build
+    module, so the binaries of one module still share its compiled packages."""
+    found = build.builds(["lab", "kube-apiserver@v1.35.4", "lab-redis", "helm", "argocd", "minio"])
+    assert found[0] == [n for n in gomods.LAB_BINARIES if gomods.BINARIES[n].gomod == "lab"]
+    assert found[1:] == [
+        ["kueue"],
+        ["velero", "velero-plugin-for-aws"],
+        ["kube-apiserver@v1.35.4"],
+        ["lab-redis", "argocd"],
+        ["helm"],
+        ["minio"],
+    ]
+    with pytest.raises(SystemExit, match="2"):  # a usage error, before anything is built
+        build.main(["--jobs", "0", "minio"])
+
+
+def test_a_build_fetches_its_modules_many_at_a_time_and_counts_them() -> None:
+    """The zips of a build module are fetched first, `gorun.DOWNLOADS` at a time (`go mod download -x`), and the
+    progress line counts them as `go build` counts its own `go: downloading` lines."""
+    tally = gorun._Tally()
+    url = "https://proxy.golang.org/github.com/josharian/intern/@v/v1.0.0"
+    for line in (f"# get {url}.info: 200 OK (0.5s)", f"# get {url}.zip", f"# get {url}.zip: 200 OK (0.1s)"):
+        tally.feed(line + "\n")
+    tally.feed("go: downloading k8s.io/api v0.37.2\n")
+    tally.feed("k8s.io/api/core/v1\n")
+    assert (tally.downloads, tally.packages, tally.last) == (2, 1, "k8s.io/api/core/v1")
+    tally.feed(f"# get {url}.zip: 200 OK (0.1s)\n")
+    assert tally.last == "github.com/josharian/intern@v1.0.0" and gorun.DOWNLOADS > 2

@@ -5,7 +5,8 @@
 // version (bump both together). Its ./gitops-engine replace is not needed: gitops-engine/v3 is served at the
 // same version. Argo CD needs Go 1.27 (GOTOOLCHAIN=go1.27.3, drtool_lab.gomods.NEWER_GO).
 //
-// Build: go build -o OUT github.com/argoproj/argo-cd/v3/cmd ./cmd/lab-redis
+// Build: go build -o OUT ./cmd/argocd ./cmd/lab-redis (cmd/argocd: upstream's cmd/main.go cut to the application
+// controller and repo-server; tools.go keeps upstream's whole cmd in go.sum, so the pin is Argo CD's own).
 module drtool/lab/gomod/argocd
 
 go 1.27.0
