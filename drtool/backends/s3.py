@@ -10,6 +10,7 @@ line, not hang for minutes), and write-once objects through conditional writes.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import boto3
+import botocore.session
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
@@ -29,6 +31,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
+from botocore.loaders import Loader, create_loader
 
 from drtool.errors import DrtoolError, NotFound, ObjectExists, StoreUnavailable, UsageError
 
@@ -50,6 +53,21 @@ _CREDENTIALS_HINT = "check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFIL
 _NETWORK_HINT = "check that the S3 endpoint is up and that AWS_ENDPOINT_URL names it"
 _DELETE_BATCH = 1000  # the most keys one DeleteObjects request may name
 log = logging.getLogger(__name__)
+
+
+@functools.cache
+def _service_models() -> Loader:
+    return create_loader()
+
+
+def boto_session() -> boto3.session.Session:
+    """A boto3 session of its own (credentials and region are read for it, as ``boto3.session.Session()``
+    does) that shares the process's loaded service models: each session otherwise parses the S3 model and
+    endpoint rules again, 0.06 CPU-s and several MiB per client (a backup makes one for the store and one
+    per source; docs/performance.md, "The S3 path's memory")."""
+    core = botocore.session.get_session()
+    core.register_component("data_loader", _service_models())
+    return boto3.session.Session(botocore_session=core)
 
 
 class S3Backend:
@@ -90,7 +108,7 @@ class S3Backend:
         )
         self._timeouts = (connect_timeout, read_timeout, max_attempts)
         try:
-            self._client: BaseClient = boto3.session.Session().client("s3", config=config)
+            self._client: BaseClient = boto_session().client("s3", config=config)
         except ProfileNotFound as exc:
             raise StoreUnavailable(f"cannot open store {self.url}: {exc}", _CREDENTIALS_HINT) from exc
         self._bucket_seen = False  # set once any call proved the bucket exists

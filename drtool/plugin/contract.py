@@ -116,6 +116,12 @@ class ArtifactSink(Protocol):
 
     def write(self, data: bytes | bytearray | memoryview) -> int: ...
 
+    def read_from(self, readinto: Callable[[memoryview], int], limit: int) -> memoryview:
+        """Read up to ``limit`` bytes from a source's ``readinto`` straight into the store's chunking window
+        (no copy in between); returns them, empty at the source's end. The same as ``write`` of what was
+        read, with one copy less."""
+        ...
+
     def mark(self) -> int:
         """End the chunk being cut here; return the artifact's chunk count so far (see ``splice``)."""
         ...

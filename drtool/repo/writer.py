@@ -14,7 +14,7 @@ import hashlib
 import logging
 import socket
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from drtool import __version__
@@ -31,7 +31,6 @@ from drtool.repo.repository import Repository
 from drtool.repo.workers import DEFAULT_WORKERS
 
 log = logging.getLogger(__name__)
-
 
 
 def merge_facts(into: dict[str, Any], new: Mapping[str, Any]) -> None:
@@ -79,6 +78,24 @@ class ArtifactWriter:
             self._broken = True
             raise
         return len(data)
+
+    def read_from(self, readinto: Callable[[memoryview], int], limit: int) -> memoryview:
+        """Read up to ``limit`` bytes from a source's ``readinto`` straight into the chunker's window, and
+        return them (empty at the source's end): no bytes object per read and no join before chunking, so
+        a stream holds its windows only (docs/performance.md, "The S3 path's memory"). The view stays valid
+        while it is held: the window is reused only once no view of it is left."""
+        if self._broken:
+            return memoryview(b"")
+        try:
+            room = self._chunker.room()[:limit]
+            data = room[: readinto(room)]
+            self._size += len(data)
+            self._sha.update(data)  # while the bytes are in the CPU's cache, as in ``write``
+            self._submit(self._chunker.filled(len(data)))
+        except BaseException:
+            self._broken = True
+            raise
+        return data
 
     def _submit(self, chunks: list[memoryview]) -> None:
         for chunk in chunks:

@@ -75,7 +75,7 @@ class _Hashers:
         self._h = {k: self._MAKERS[k]() for k in self.expected if k in self._MAKERS}
         self._crc = 0 if "crc32" in self.expected else None
 
-    def update(self, block: bytes) -> None:
+    def update(self, block: bytes | memoryview) -> None:
         for h in self._h.values():
             h.update(block)
         if self._crc is not None:
@@ -230,7 +230,16 @@ class Copier:
 
 
 def _pump(stream: IO[bytes], sink: Any, hashers: _Hashers, progress: Any) -> int:
+    """Copy ``stream`` into the artifact: read straight into the store's chunking window where the stream
+    can (an S3 body, a file: ``readinto``), else block by block (ranges fetched ahead)."""
     total = 0
+    readinto = getattr(stream, "readinto", None)
+    if readinto is not None:
+        while block := sink.read_from(readinto, IO_BLOCK):
+            hashers.update(block)
+            total += len(block)
+            progress.advance(len(block))
+        return total
     while block := stream.read(IO_BLOCK):
         hashers.update(block)
         sink.write(block)

@@ -237,8 +237,9 @@ def _source_sums(resp: Mapping[str, Any], expect: ObjectStat) -> dict[str, str]:
 def s3_client(endpoint_url: str | None, credentials_file: str | None, workers: int = 16) -> BaseClient:
     """A boto3 S3 client for checkpoint locations, with botocore's own checksums off: drtool checks the
     source's checksums and its SHA-256 itself."""
-    import boto3
     from botocore.config import Config
+
+    from drtool.backends.s3 import boto_session
 
     config = Config(
         s3={"addressing_style": "path"},
@@ -254,7 +255,7 @@ def s3_client(endpoint_url: str | None, credentials_file: str | None, workers: i
     if credentials_file:
         kwargs.update(file_credentials(credentials_file, None, "credentials_file"))
     try:
-        client = boto3.session.Session().client("s3", config=config, **kwargs)
+        client = boto_session().client("s3", config=config, **kwargs)
     except Exception as exc:  # boto3 raises several unrelated types for a bad profile or region
         raise SourceError(f"checkpoints: cannot set up an S3 client: {exc}", "check AWS_* settings") from None
     no_empty_continue(client)

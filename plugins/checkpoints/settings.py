@@ -14,9 +14,10 @@ from .detect import DEFAULT_MARKERS
 from .ranged import RangedReads
 
 DEFAULT_RESTORE_WORKERS = 4  # objects restored at once: each holds its reads ahead (within one budget) and upload parts
-# objects backed up at once: each holds its chunker's windows and reads (up to 32 MiB) and a 16 MiB pack
-# buffer, about 50 MiB of peak RSS per object. With 2 packs uploading at once (drtool/repo/packed.py) a third
-# object added no throughput on 2 cores and 52 MiB of peak RSS (365 against 313 MiB, docs/performance.md);
+# objects backed up at once: each holds its chunker's windows (up to 24 MiB; the source is read straight
+# into them) and a 16 MiB pack buffer, about 40 MiB of peak RSS per object. With 2 packs uploading at once
+# (drtool/repo/packed.py) a third object added no throughput on 2 cores and 52 MiB of peak RSS (365 against
+# 313 MiB, docs/performance.md);
 # objects of 1 GiB or more are read in parallel ranges anyway (``ranged``)
 DEFAULT_BACKUP_WORKERS = 2
 

@@ -1,10 +1,11 @@
 """A checkpoint backup into a store in S3 holds what it has in flight, not what it reads: the peak of the
-Python heap (tracemalloc: every buffer of the data path is a Python object, the pack buffers, the chunker's
-windows, the source's reads) of a backup of more bytes than that budget, above the peak of a backup of a
-nearly empty checkpoint, stays within the budget drtool/repo/packed.py sets: per object read at once a pack
-being filled and its chunker's windows and reads, and besides them the shared pack, the packs uploading and
-a spare (docs/performance.md, "The S3 path's memory"). A bound, not a comparison of two peaks: how many
-packs are uploading at the peak depends on timing, what may be held does not."""
+Python heap (tracemalloc: every buffer of the data path is a Python object, the pack buffers and the
+chunker's windows, which the source is read straight into) of a backup of more bytes than that budget, above
+the peak of a backup of a nearly empty checkpoint, stays within the budget drtool/repo/packed.py and
+drtool/repo/chunker.py set: per object read at once a pack being filled and three chunker windows, and
+besides them the shared pack, the packs uploading and one more (144 MiB; it was 160 with a window's worth of
+reads held per object; measured: 66). A bound, not a comparison of two peaks: how many packs are uploading
+at the peak depends on timing, what may be held does not (docs/performance.md, "The S3 path's memory")."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from drtool_plugins.checkpoints.settings import DEFAULT_BACKUP_WORKERS
 
 from drtool.backends import open_backend
 from drtool.backup import run_backup
-from drtool.repo.packed import PACKS_IN_FLIGHT, SPARE_BUFFERS
+from drtool.repo.chunker import RETIRED
+from drtool.repo.packed import PACKS_IN_FLIGHT
 from drtool.repo.repository import Repository
 from tests.fixtures.core import PASSPHRASE
 from tests.plugins.test_checkpoints import s3
@@ -28,8 +30,14 @@ pytestmark = pytest.mark.minio
 PLUGIN = CheckpointsPlugin()
 MiB = 1 << 20
 PACK = 16 * MiB
-STREAM = PACK + 4 * 8 * MiB  # a pack being filled, three chunker windows and a window's worth of reads
-BUDGET = DEFAULT_BACKUP_WORKERS * STREAM + (1 + PACKS_IN_FLIGHT + SPARE_BUFFERS) * PACK
+WINDOW = 8 * MiB  # the chunker's window: two largest chunks
+# a pack being filled and three chunker windows: the one being read into, and up to two whose chunks are
+# still being sealed (drtool/repo/chunker.py); the source's reads land in the window itself
+STREAM = PACK + (1 + RETIRED) * WINDOW
+# besides the streams' packs: the shared pack, those uploading, and one more. A spare is the buffer of a
+# finished upload, and a new one is made only when no spare is left, so however many spares are kept
+# (``SPARE_BUFFERS``), no more than one buffer beyond the shared pack and the uploads is ever alive
+BUDGET = DEFAULT_BACKUP_WORKERS * STREAM + (2 + PACKS_IN_FLIGHT) * PACK
 
 
 def _seed(minio: MinioServer, bucket: str, prefix: str, size: int, seed: int) -> None:
