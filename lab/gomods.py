@@ -14,7 +14,8 @@ own ``k8s.io/*`` v0.35 set. KubeRay, Argo CD, Trainer and JobSet are opt-in (``o
 kuberay`, `--with argocd`, `--with trainer`), so ``python -m drtool_lab.build lab`` and ordinary living labs do
 not build them. Each module's
 ``go.mod``/``go.sum`` is the pin: a binary's version is the version its upstream module has there, and its
-cache name also carries a hash of ``go.sum``, so any change to the pin builds anew. The missing binaries asked
+cache name also carries a hash of ``go.sum`` and of the module's own ``cmd/`` sources, so any change to the pin
+or to a checked-in main builds anew. The missing binaries asked
 for at once are built by one ``go build`` per module (parallel compile and links, one progress report), under
 one lock.
 """
@@ -131,8 +132,13 @@ def required_version(gomod: str, module: str) -> str:
 
 @functools.cache
 def pin_hash(gomod: str) -> str:
-    """Eight hex digits of ``go.sum``'s SHA-256: the exact dependency set a binary was built from."""
-    return hashlib.sha256((GOMOD / gomod / "go.sum").read_bytes()).hexdigest()[:8]
+    """Eight hex digits of a SHA-256 over ``go.sum`` (the exact dependency set a binary was built from) and
+    the module's own programs under ``cmd/`` (a small main such as cert-manager's or Argo CD's): an edit to
+    either builds anew instead of reusing a binary built from the old source."""
+    digest = hashlib.sha256((GOMOD / gomod / "go.sum").read_bytes())
+    for source in sorted((GOMOD / gomod / "cmd").rglob("*.go")):
+        digest.update(f"\0{source.relative_to(GOMOD / gomod)}\0".encode() + source.read_bytes())
+    return digest.hexdigest()[:8]
 
 
 def check_kube_pin(gomod: Path, version: str = KUBE_VERSION) -> None:
