@@ -69,7 +69,9 @@ def test_a_build_reports_progress_and_its_result(monkeypatch: pytest.MonkeyPatch
     assert lines[0].startswith("building hello v1: first time only") and str(log) in lines[0]
     assert any(line.startswith("  hello v1: ") and "packages compiled" in line for line in lines[1:-1]), lines
     assert lines[-1].startswith("built hello v1 in ")
-    assert (tmp_path / "hello").is_file() and log.read_text().splitlines() == ["hello"]  # `-v`: the package built
+    # `-v` names each package compiled: ours, and the standard library's too when no build before used these
+    # flags (a cold Go cache; the lab's builds use their own flags, so they do not warm it for this one)
+    assert (tmp_path / "hello").is_file() and "hello" in log.read_text().splitlines()
 
 
 @pytest.mark.e2e  # a go build
