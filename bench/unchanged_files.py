@@ -14,11 +14,17 @@ The input is ``--shards`` files of random bytes (``--size-mib`` in all) in one f
 
 The shard is written back to its original bytes before each tool's turn, so both tools see the same input.
 The summary prints the median of each step per tool and the drtool / restic ratio of the medians.
+
+``--pairs N`` measures the unchanged step alone, as the table in docs/performance.md quotes it: each tool (and,
+with ``--before DIR``, drtool from the source tree in DIR, e.g. ``git archive`` of an older commit, run with
+``PYTHONPATH=DIR``) makes one store and its first backup, then N rounds of one unchanged re-backup each, the
+order rotating every round; printed: the medians (min-max) and the median of the pairwise time ratios.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import shutil
 import statistics
@@ -32,9 +38,14 @@ STEPS = ("first", "unchanged", "one_changed")
 SEED = 20261205
 
 
-def commands(tool: str, store: str, source: Path, home: Path) -> tuple[dict[str, str], list[str], list[str]]:
-    """The environment, init and backup command of ``tool`` for ``source`` into ``store``."""
-    env = {"HOME": str(home), "PATH": "/usr/local/bin:/usr/bin:/bin"}
+def commands(
+    tool: str, store: str, source: Path, home: Path, pythonpath: Path | None = None
+) -> tuple[dict[str, str], list[str], list[str]]:
+    """The environment, init and backup command of ``tool`` for ``source`` into ``store`` (``pythonpath``: the
+    source tree a drtool is run from, instead of the installed one)."""
+    env = {"HOME": str(home), "PATH": "/usr/local/bin:/usr/bin:/bin"} | (
+        {"PYTHONPATH": str(pythonpath)} if pythonpath else {}
+    )
     if tool == "restic":
         env |= {"RESTIC_REPOSITORY": store, "RESTIC_PASSWORD": PASSPHRASE, "RESTIC_CACHE_DIR": str(home / "cache")}
         return env, ["restic", "init"], ["restic", "backup", "--json", str(source)]
@@ -64,12 +75,59 @@ def run_tool(tool: str, source: Path, shards: list[Path], workdir: Path, run: in
     return out
 
 
+def unchanged_pairs(source: Path, workdir: Path, rounds: int, before: Path | None) -> None:
+    """The unchanged re-backup alone, ``rounds`` rotating rounds of drtool (now and ``before``) and restic."""
+    tools = {"drtool": None, "restic": None} | ({"drtool-before": before} if before else {})
+    runs: dict[str, tuple[dict[str, str], list[str], Path]] = {}
+    for name, pythonpath in tools.items():
+        home = workdir / f"home-pairs-{name}"
+        shutil.rmtree(home, ignore_errors=True)
+        home.mkdir(parents=True)
+        store = LocalBackend(workdir / "stores").new(f"pairs-{name}")
+        store.remove()
+        env, init, backup = commands(name.partition("-")[0], store.drtool_url, source, home, pythonpath)
+        measure(init, env, home / "log", name)
+        measure(backup, env, home / "log", name)  # the first backup: the parent of the others
+        runs[name] = env, backup, home / "log"
+    time.sleep(2.1)  # older than drtool's settle window: every file indexed
+    for name, (env, backup, log) in runs.items():
+        measure(backup, env, log, name)  # a warm-up round, not counted
+    got: dict[str, list[Measurement]] = {name: [] for name in runs}
+    names = list(runs)
+    for i in range(rounds):
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            env, backup, log = runs[name]
+            got[name].append(measure(backup, env, log, name))
+    loads = [m.loadavg_1m for ms in got.values() for m in ms]
+    print(f"unchanged re-backup, {rounds} rotating rounds, load {min(loads):.1f}-{max(loads):.1f}")
+    print(f"restic's key derivation, calibrated by its init on this machine: {_restic_kdf(workdir)}\n")
+    print("| tool | s | CPU-s | peak RSS MiB | time / restic's, pair by pair |")
+    print("|---|---|---|---|---|")
+    for name, ms in got.items():
+        cells = [_spread([getattr(m, f) for m in ms]) for f in ("seconds", "cpu_seconds")]
+        ratios = [m.seconds / r.seconds for m, r in zip(ms, got["restic"], strict=True)]
+        rss = statistics.median(m.peak_rss_kib for m in ms) // 1024
+        print(f"| {name} | {cells[0]} | {cells[1]} | {rss:.0f} | {_spread(ratios)} |")
+
+
+def _restic_kdf(workdir: Path) -> str:
+    """The scrypt settings ``restic init`` chose for the pairs' repository (its key file is plain JSON)."""
+    key = json.loads(next((workdir / "stores" / "pairs-restic" / "keys").iterdir()).read_bytes())
+    return f"scrypt N={key['N']} r={key['r']} p={key['p']} ({128 * key['N'] * key['r'] >> 20} MiB)"
+
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/unchanged-bench"))
+    parser.add_argument("--pairs", type=int, default=0, help="only the unchanged step: this many rotating rounds")
+    parser.add_argument("--before", type=Path, help="with --pairs: also drtool from this source tree")
     args = parser.parse_args(argv)
     if shutil.which("restic") is None:
         print("restic is not installed (apt-get install restic): nothing to compare with", file=sys.stderr)
@@ -81,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     for i, shard in enumerate(shards):
         if not shard.is_file() or shard.stat().st_size != each:
             write_random(shard, each, SEED + i)
+    if args.pairs:
+        unchanged_pairs(source, args.workdir, args.pairs, args.before)
+        return 0
     results: dict[str, list[dict[str, Measurement]]] = {"drtool": [], "restic": []}
     for run in range(args.runs):
         for tool in ("drtool", "restic") if run % 2 == 0 else ("restic", "drtool"):

@@ -1,3 +1,3 @@
-from drtool.cli.main import main
+from drtool.cli.entry import main
 
 main()

@@ -30,6 +30,7 @@ from drtool.cli import (
     standby_cmds,
     store_cmds,
 )
+from drtool.cli.entry import command_word
 from drtool.cli.state import AppState, console, print_json
 from drtool.errors import INTERRUPTED, DrtoolError
 from drtool.memory import fewer_collections, limit_malloc_arenas
@@ -130,7 +131,7 @@ def _for_command_line(app: typer.Typer, argv: list[str]) -> typer.Typer:
     through the ``drtool.commands`` entry-point group: the lab's ``lab`` and ``demo`` (~0.15 CPU-s to import,
     so only then). An entry whose package is not installed is skipped: the container image is built without
     the lab, so its drtool has none of them."""
-    word = _command_word(argv)
+    word = command_word(argv)
     if word in _own_commands(app):
         one = copy.copy(app)
         one.registered_commands = [c for c in app.registered_commands if _name(c) == word]
@@ -140,20 +141,6 @@ def _for_command_line(app: typer.Typer, argv: list[str]) -> typer.Typer:
         if find_spec(ep.module.partition(".")[0]) is not None:
             ep.load()(app)
     return app
-
-
-VALUED = ("--config", "--store", "--catalog", "--log-level")  # _global's options that take the next word
-
-
-def _command_word(argv: list[str]) -> str | None:
-    """The first word that is neither a global option nor its value: the command asked for (None: help)."""
-    words = iter(argv)
-    for word in words:
-        if word in VALUED:
-            next(words, None)
-        elif not word.startswith("-"):
-            return word
-    return None
 
 
 def _name(command: typer.models.CommandInfo) -> str:

@@ -176,6 +176,17 @@ def slot_listing(backend: Backend) -> tuple[list[slots.KeySlot], dict[str, str]]
     return found, rejected
 
 
+def derive_ahead(backend: Backend, passphrase: str) -> None:
+    """Start deriving the wrapping key of the store's passphrase slot now (``slots.derive_ahead``), when it has
+    exactly one: the process opens the store later, once its imports are done, and ``unlock`` then takes the
+    result. With several passphrase slots nothing starts (which one opens is decided in ``unlock``; deriving
+    all of them would cost what it saves)."""
+    found, _ = slot_listing(backend)
+    passphrase_slots = [s for s in found if s.kind == "passphrase"]
+    if len(passphrase_slots) == 1:
+        slots.derive_ahead(passphrase, passphrase_slots[0])
+
+
 def _usable_slots(backend: Backend, warnings: list[str]) -> list[slots.KeySlot]:
     found, rejected = slot_listing(backend)
     warnings += [f"key slot {slot_id} ignored: {why}" for slot_id, why in rejected.items()]
