@@ -24,6 +24,8 @@ class LabSupport(Protocol):
     """How one plugin's source is stood up in a lab, and an empty target made for its restore."""
 
     kinds: tuple[str, ...]  # lab component kinds the plugin's source and target need running
+    # A support may also set ``target_kinds``: the kinds a fresh target lab may start for it, side by side
+    # with the other plugins' servers, before ``target`` runs (default ``kinds``; see ``target_kinds`` below).
 
     def seed(self, lab: Lab, scale: int = 1) -> dict[str, Any]:
         """Start what is needed in ``lab``, fill it with realistic content, return the backup source mapping."""
@@ -32,6 +34,13 @@ class LabSupport(Protocol):
     def target(self, lab: Lab) -> dict[str, Any]:
         """Start what is needed in an empty ``lab``; return the restore target mapping pointing at it."""
         ...
+
+
+def target_kinds(support: LabSupport) -> tuple[str, ...]:
+    """The kinds a target lab starts for ``support`` before its ``target`` runs: ``kinds`` unless the support
+    says fewer, because its target must start a server its own way (an uninitialized OpenBao) or none at all
+    (an etcd restore starts its new member)."""
+    return tuple(getattr(support, "target_kinds", support.kinds))
 
 
 @cache

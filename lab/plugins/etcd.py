@@ -18,6 +18,7 @@ from drtool.servers.etcd import EtcdServer
 
 class EtcdLab:
     kinds: tuple[str, ...] = KINDS
+    target_kinds: tuple[str, ...] = ()  # the restore starts the new member; nothing runs before
 
     def seed(self, lab: Lab, scale: int = 1) -> dict[str, Any]:
         """Seed the lab's control plane (once) and return its etcd's client settings."""

@@ -68,6 +68,7 @@ class VaultLab:
     """``LabSupport`` for the vault plugin."""
 
     kinds = (OpenBaoServer.kind,)
+    target_kinds: tuple[str, ...] = ()  # target() starts its OpenBao itself: it must stay uninitialized
 
     def seed(self, lab: Lab, scale: int = 1) -> dict[str, Any]:
         server = _server(lab, initialize=True)

@@ -116,6 +116,15 @@ def test_api_server_on_an_etcd_with_mutual_tls(lab_root: Path) -> None:
         client.CoreV1Api(kube.api_client()).create_namespace({"metadata": {"name": "over-tls"}})
     finally:
         kube.lab.down()
+    assert not kube.apiserver.running() and not kube.etcd.running()  # stopped wave by wave, the API server first
+
+
+def test_down_adds_nothing_to_a_lab_missing_what_a_component_requires(lab_root: Path) -> None:
+    lab = Lab("kube-half", root=lab_root)
+    lab.add("kube-apiserver")  # its etcd was never added: stopping must not add (or start) one
+    lab.down(purge=False)
+    assert list(lab.components) == ["kube-apiserver"]
+    assert list(Lab.load("kube-half", lab_root).components) == ["kube-apiserver"]
 
 
 def test_a_server_that_cannot_start_fails_at_once_and_is_not_left_running(lab_root: Path) -> None:
