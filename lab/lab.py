@@ -150,21 +150,21 @@ class Lab:
     def _waves(self, components: Iterable[Component], *, add: bool = True) -> list[list[Component]]:
         """``components`` and what they require (added to the lab if missing, unless ``add`` is false), in
         waves: each component comes one wave after the last of its requirements."""
-        depth: dict[str, int] = {}
+        depth: dict[int, tuple[Component, int]] = {}  # by identity: a caller may file one under another name
 
         def place(component: Component) -> int:
-            if component.name not in depth:
+            if id(component) not in depth:
                 required = component.requirements() if isinstance(component, Linked) else ()
                 found = [self.first(kind) or (self.add(kind) if add else None) for kind in required]
                 peers = [peer for peer in found if peer is not None]
-                depth[component.name] = 1 + max((place(p) for p in peers), default=-1)
-            return depth[component.name]
+                depth[id(component)] = (component, 1 + max((place(p) for p in peers), default=-1))
+            return depth[id(component)][1]
 
         for component in components:
             place(component)
-        waves: list[list[Component]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
-        for name, level in depth.items():
-            waves[level].append(self.components[name])
+        waves: list[list[Component]] = [[] for _ in range(max((d for _, d in depth.values()), default=-1) + 1)]
+        for component, level in depth.values():
+            waves[level].append(component)
         return waves
 
     def _start_together(self, wave: list[Component]) -> None:

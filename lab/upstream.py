@@ -160,8 +160,10 @@ def module_zip(key: str) -> Path:
         info = {"Error": (proc.stderr.strip().splitlines() or ["no output"])[-1]}
     zip_path = Path(info["Zip"]) if info.get("Zip") else None
     if zip_path is None or not zip_path.is_file():
+        # where Go looked: a HOME other than the one whose cache holds the module is the usual cause offline
+        where = env.get("GOMODCACHE") or str(Path(env.get("GOPATH") or Path(env.get("HOME", "~")) / "go") / "pkg/mod")
         raise SourceError(
-            f"cannot download {up.ref}: {info.get('Error', 'no zip reported')}",
+            f"cannot download {up.ref} into Go's module cache {where}: {info.get('Error', 'no zip reported')}",
             "the first lab seed needs the Go module proxy (later ones read Go's module cache)",
         )
     if info.get("Sum") != up.h1:
