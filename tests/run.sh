@@ -46,10 +46,10 @@ python -c "import drtool_lab.build" 2>/dev/null || pip install -q --disable-pip-
 # kube-controller-manager, kube-scheduler, kwok, registry and cert-manager (gomod/lab), Kueue, Velero and its AWS
 # plugin; kube-apiserver of two other Kubernetes releases (tests/plugins/test_kube_versions.py; v1.38 fetches Go
 # 1.27.3 once); the opt-in KubeRay operator, Argo CD and its Redis, Kubeflow Trainer and JobSet (the *_holds tests);
-# the Helm CLI (test_helm). Eleven builds, progress on stderr, two at a time, the longest first: one build alone
-# leaves a core idle while it downloads modules, loads packages and links. Cold on an idle machine: 30 min 37 s one
-# at a time (2026-12-06), about 22 to 25 min estimated now with less to compile (no DWARF, Argo CD's controller and
-# repo-server only): docs/lab-builds.md, "Two builds at a time". Warm: nothing to build. Meanwhile pip installs the test extras, then the image test's Debian
+# the Helm CLI (test_helm). Eleven builds, progress on stderr, two at a time, the longest first. Cold on an idle
+# machine: 30 min 37 s one at a time (2026-12-06 morning), 32 min 10 s two at a time (that afternoon, another fresh
+# machine; not paired): `go build` already uses both cores, docs/lab-builds.md, "Two builds at a time". Warm:
+# nothing to build. Meanwhile pip installs the test extras, then the image test's Debian
 # base and wheels are fetched (~40 s cold) and ruff runs.
 python -m drtool_lab.build --jobs 2 lab kube-apiserver@v1.38.0-beta.0 argocd lab-redis kube-apiserver@v1.35.4 \
   minio ray-operator helm trainer-controller-manager jobset >/dev/null &
