@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import dns.message
@@ -53,15 +52,6 @@ ISSUER_SECRETS = {
 }
 
 
-@pytest.fixture(scope="module")
-def lab(lab_root: Path) -> Iterator[Lab]:
-    lab = Lab("drill-certs", root=lab_root)
-    try:
-        yield lab
-    finally:
-        lab.down()
-
-
 def quiet_requests(kubeconfig: str, quiet_s: float = 3.0, timeout: float = 120.0) -> None:
     """Wait until cert-manager has made no CertificateRequest for ``quiet_s``: what it does about the freshly
     seeded Certificates belongs before the backup (the restore's check counts requests made since the backup,
@@ -91,12 +81,12 @@ def serial(bind: Bind9Server) -> int:
 
 
 def test_issuer_secrets_and_zone_records_lost_come_back_with_no_certificate_reissued(
-    lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    drill_lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     support = DnsCertsLab()
-    source = support.seed(lab)
-    target = support.target(lab)
-    bind = lab.first(Bind9Server.kind)
+    source = support.seed(drill_lab)
+    target = support.target(drill_lab)
+    bind = drill_lab.first(Bind9Server.kind)
     assert isinstance(bind, Bind9Server)
     quiet_requests(target["kubeconfig"])
     monkeypatch.setenv("DRTOOL_FILE_FOLDERS", str(bind.path))  # the plan names the TSIG file: the operator allows it
