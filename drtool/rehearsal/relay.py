@@ -59,6 +59,15 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
                 end.shutdown(how)
 
 
+def _wake_and_close(sock: socket.socket) -> None:
+    """Close a relay's socket so that its serving thread ends: on Linux, ``close`` alone leaves a thread blocked in
+    ``accept`` or ``recvfrom`` blocked for good (a thread and a stack left behind by every rehearsal run from
+    Python); ``shutdown`` wakes it first (an unconnected UDP socket is woken too, though the call says ENOTCONN)."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
+
+
 class TcpRelay:
     """``address`` inside the namespace, carried to the same address on the host."""
 
@@ -90,7 +99,7 @@ class TcpRelay:
         outside.close()
 
     def close(self) -> None:
-        self._server.close()
+        _wake_and_close(self._server)
 
 
 def resolver(resolv_conf: Path = Path("/etc/resolv.conf")) -> tuple[list[str], list[str]]:
@@ -171,6 +180,8 @@ class DnsRelay:
                 query, client = self._sock.recvfrom(4096)
             except OSError:
                 return
+            if not query:  # woken by close(): a datagram is never empty
+                return
             threading.Thread(target=self._answer, args=(query, client), daemon=True).start()
 
     def _answer(self, query: bytes, client: tuple[str, int]) -> None:
@@ -208,4 +219,4 @@ class DnsRelay:
             self._sock.sendto(message, client)
 
     def close(self) -> None:
-        self._sock.close()
+        _wake_and_close(self._sock)

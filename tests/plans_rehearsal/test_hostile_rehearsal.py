@@ -26,7 +26,7 @@ from drtool.independence.domain import FailureDomain
 from drtool.rehearsal import netns
 from drtool.rehearsal.guard import NetworkGuard
 from drtool.rehearsal.isolation import isolate
-from drtool.rehearsal.relay import DnsRelay
+from drtool.rehearsal.relay import DnsRelay, TcpRelay
 from tests.fixtures.kube import wait_for
 
 SECRET = "the-host-only-secret-4f1c"
@@ -190,6 +190,7 @@ def test_the_namespace_resolver_forwards_nothing_and_answers_only_what_the_rehea
     server, asked = upstream
     domain = FailureDomain({"cluster_dns_suffixes": ["cluster.local"]})
     recorded, noted = [], []
+    before = frozenset(threading.enumerate())
     with netns.namespace() as name:
         relay = DnsRelay(name, server, [], domain.is_inside, lambda n, why: recorded.append(n))
         relay.names = {"store.example.net": ["10.1.2.3"]}  # what isolate() hands it: the relayed endpoints' names
@@ -203,11 +204,31 @@ def test_the_namespace_resolver_forwards_nothing_and_answers_only_what_the_rehea
         inside = ask("vault.vault.svc.cluster.local")
         needed, needed6 = ask("store.example.net"), ask("store.example.net", "AAAA")
         relay.close()
+        wait_for(lambda: not relay_threads(before), "the resolver relay's thread ends when closed", timeout=10)
     assert asked == [], f"forwarded upstream: {asked}"
     assert outside.rcode() == dns.rcode.REFUSED and inside.rcode() == dns.rcode.REFUSED
     assert recorded == ["vault.vault.svc.cluster.local"] and noted == ["dns c2vjcmv0.exfil.example.org"]
     assert [r.to_text() for rrset in needed.answer for r in rrset] == ["10.1.2.3"]
     assert needed6.rcode() == dns.rcode.NOERROR and not needed6.answer
+
+
+def relay_threads(before: frozenset[threading.Thread] = frozenset()) -> list[str]:
+    """The relays' serving threads alive now that were not in ``before`` (another test's are not this one's)."""
+    alive = set(threading.enumerate()) - before
+    return [t.name for t in alive if t.name.startswith(("drtool-relay-", "drtool-dns-relay"))]
+
+
+@needs_netns
+def test_a_closed_tcp_relay_leaves_no_thread_behind() -> None:
+    """Closing a socket does not wake a thread blocked in its ``accept`` on Linux: before the relays shut their
+    sockets down first, every rehearsal run from Python left its relays' threads blocked for good (and a pytest
+    worker carried them into later tests)."""
+    before = frozenset(threading.enumerate())
+    with socket.create_server(("127.0.0.1", 0)) as host, netns.namespace() as name:
+        relay = TcpRelay(name, host.getsockname()[:2])
+        assert relay_threads(before)
+        relay.close()
+        wait_for(lambda: not relay_threads(before), "the TCP relay's thread ends when it is closed", timeout=10)
 
 
 @pytest.fixture
