@@ -171,6 +171,7 @@ class DnsRelay:
         self.server, self.search, self.judge, self.record = server, search, judge, record
         self.names, self.note = dict(names or {}), note
         self._refused: set[str] = set()  # each name recorded once (resolvers ask for A and AAAA, and retry)
+        self._closed = False
         self._sock = in_namespace(namespace, lambda: _bound(socket.SOCK_DGRAM, (server, DNS_PORT)))
         threading.Thread(target=self._serve, name="drtool-dns-relay", daemon=True).start()
 
@@ -180,7 +181,7 @@ class DnsRelay:
                 query, client = self._sock.recvfrom(4096)
             except OSError:
                 return
-            if not query:  # woken by close(): a datagram is never empty
+            if self._closed:  # woken by close()
                 return
             threading.Thread(target=self._answer, args=(query, client), daemon=True).start()
 
@@ -219,4 +220,5 @@ class DnsRelay:
             self._sock.sendto(message, client)
 
     def close(self) -> None:
+        self._closed = True
         _wake_and_close(self._sock)
