@@ -34,6 +34,15 @@ def restored(obj: Mapping[str, Any]) -> bool:
     return any(e.get("manager") == RESTORE_MANAGER for e in (obj.get("metadata") or {}).get("managedFields") or [])
 
 
+def status_by_controller(obj: Mapping[str, Any]) -> bool:
+    """Its status was written by something other than drtool (a controller's own verdict), not only copied from
+    the backup by a restore or written by a check's probe."""
+    return any(
+        e.get("subresource") == "status" and e.get("manager") not in (RESTORE_MANAGER, PROBE_MANAGER)
+        for e in (obj.get("metadata") or {}).get("managedFields") or []
+    )
+
+
 def ref(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     where = f"{meta['namespace']}/" if meta.get("namespace") else ""

@@ -18,7 +18,7 @@ from drtool.errors import DrtoolError
 from drtool.kube.apply import Existing
 from drtool.kube.client import KubeClient
 from drtool.kube.discovery import ResourceType
-from drtool.kube.readings import conditions, is_true
+from drtool.kube.readings import conditions, is_true, status_by_controller
 from drtool.kube.verify import check_type, crds_established, settle_deadline
 from drtool.plugin.contract import Check, RestoreContext
 
@@ -70,14 +70,15 @@ def run_verify(ctx: RestoreContext, target: Mapping[str, Any], options: Mapping[
 def settled_queues(bundle: Bundle, client: KubeClient, here: Served, was: Mapping[str, str], until: float) -> Check:
     """Kueue's verdicts, judged once they pass and are settled (verdicts.py), or at ``until``: a just-restored
     ClusterQueue is briefly Inactive while Kueue has not yet seen the flavor or AdmissionCheck it names, or
-    while a check's controller has not yet reported the restored check Active. Without any verdict at all no
-    Kueue controller runs in the target: nothing to wait for."""
+    while a check's controller has not yet reported the restored check Active. Without a verdict of the
+    target's own (none at all, or only the source's, copied with the status by a restore) no Kueue controller
+    has judged in the target: nothing to wait for (a bare target waited the whole ``VERDICT_WAIT`` for nothing)."""
     names = bundle.names(CLUSTER_QUEUES)
     kueue = here.kueue()
     while True:
         queues = [cq for cq in live_objects(client, here).get(CLUSTER_QUEUES, []) if cq["metadata"]["name"] in names]
         check = queues_active(bundle, queues, was)
-        if not any(conditions(cq).get("Active") for cq in queues):
+        if not any(conditions(cq).get("Active") and status_by_controller(cq) for cq in queues):
             return check
         flavors = {f["metadata"]["name"] for f in list_objects(client, kueue[FLAVORS])} if FLAVORS in kueue else set()
         checks = active_checks(list_objects(client, kueue[CHECKS])) if CHECKS in kueue else {}

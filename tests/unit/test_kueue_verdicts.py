@@ -8,6 +8,8 @@ from typing import Any
 
 from drtool_plugins.kueue.verdicts import active_checks, check_states, unsettled
 
+from drtool.kube.readings import status_by_controller
+
 FLAVORS = {"h100", "spare"}
 
 
@@ -52,3 +54,22 @@ def test_a_verdict_that_matches_what_exists_is_settled() -> None:
     assert check_states(queue("False"), inactive) == (
         "AdmissionCheck gpu-provisioning: not Active (its controller has not reported it Active)"
     )
+
+
+def written_by(*entries: tuple[str, str | None]) -> dict[str, Any]:
+    """cq-nlp with a verdict, its status fields held by (manager, subresource) entries, as the server records."""
+    cq = queue("True")
+    fields = [{"manager": m, "operation": "Update", **({"subresource": s} if s else {})} for m, s in entries]
+    cq["metadata"]["managedFields"] = fields
+    return cq
+
+
+def test_a_verdict_copied_by_a_restore_is_not_a_controllers() -> None:
+    """A verify waits for Kueue's verdicts only where a Kueue controller has judged in the target: a verdict the
+    kubernetes plugin restored with the queue's status is the source's, and a bare target (no Kueue running)
+    waited two minutes for a controller that never came (tests/plugins/test_kubernetes_transforms.py: 138 s)."""
+    assert not status_by_controller(queue("True"))
+    assert not status_by_controller(written_by(("drtool", None), ("drtool", "status")))
+    assert not status_by_controller(written_by(("drtool-check", "status")))
+    assert not status_by_controller(written_by(("kueue", None)))  # its spec, not a verdict
+    assert status_by_controller(written_by(("drtool", "status"), ("kueue", "status")))
