@@ -29,6 +29,7 @@ pytest_plugins = [
     "tests.fixtures.schedule",
     "tests.fixtures.drills",
     "tests.fixtures.hints",
+    "tests.fixtures.cpu_log",
 ]
 
 

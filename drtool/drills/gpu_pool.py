@@ -21,7 +21,7 @@ from typing import Any
 from drtool.catalog.db import Catalog
 from drtool.catalog.scenarios import ScenarioDrillRow, ScenarioLog
 from drtool.errors import UsageError
-from drtool.kube.client import KubeClient
+from drtool.kube.client import ApiError, KubeClient
 from drtool.kube.readings import Obj, items
 from drtool.kube.settings import Connection
 from drtool.plans.executor import new_run_id
@@ -33,6 +33,7 @@ from . import guard
 from .run import _stamp, _wait
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
+CONFLICT_RETRIES = 5  # re-reads of a ClusterQueue another writer changed between our read and our write
 
 
 @dataclasses.dataclass
@@ -70,9 +71,18 @@ class GpuPoolLost:
 
     def drain(self, client: KubeClient) -> list[str]:
         """The runbook's step: the lost flavor's quota to 0 (no lending) in every ClusterQueue that owns it."""
-        drained = []
-        for queue in items(client, f"{KUEUE}/clusterqueues"):
-            name = queue["metadata"]["name"]
+        drained = [q["metadata"]["name"] for q in items(client, f"{KUEUE}/clusterqueues") if self._drain(client, q)]
+        self.manual.append(f"drained flavor {self.lost}'s quota in ClusterQueue(s) {', '.join(drained) or 'none'}")
+        return drained
+
+    def _drain(self, client: KubeClient, queue: Obj) -> bool:
+        """Drain ``queue`` if it owns quota of the lost flavor. The write is a replace at the version read, and
+        Kueue writes the queue's status meanwhile (its usage moves as the pool's pods go), which moves that
+        version: on a conflict the queue is read again and the drain retried, as client-go's RetryOnConflict
+        does (a suite run: `drtool drill gpu-pool-lost` failed on ``409 Conflict`` for cq-speech)."""
+        name, conflicts = queue["metadata"]["name"], 0
+        while True:
+            before = json.loads(json.dumps(queue["spec"]))
             owned = [
                 r
                 for group in queue["spec"].get("resourceGroups") or []
@@ -82,17 +92,22 @@ class GpuPoolLost:
                 if str(r.get("nominalQuota")) != "0"
             ]
             if not owned:
-                continue
-            self.queues[name] = json.loads(json.dumps(queue["spec"]))
+                return False
             for resource in owned:
                 resource["nominalQuota"] = 0
                 resource.pop("lendingLimit", None)
             body = json.dumps({"apiVersion": queue["apiVersion"], "kind": queue["kind"], "metadata": queue["metadata"],
                                "spec": queue["spec"]}).encode()  # fmt: skip
-            client.request("PUT", f"{KUEUE}/clusterqueues/{name}", body=body, ok=(200,))
-            drained.append(name)
-        self.manual.append(f"drained flavor {self.lost}'s quota in ClusterQueue(s) {', '.join(drained) or 'none'}")
-        return drained
+            try:
+                client.request("PUT", f"{KUEUE}/clusterqueues/{name}", body=body, ok=(200,))
+            except ApiError as exc:
+                conflicts += 1
+                if exc.status != 409 or conflicts > CONFLICT_RETRIES:
+                    raise
+                queue = client.get(f"{KUEUE}/clusterqueues/{name}")
+                continue
+            self.queues[name] = before
+            return True
 
 
 @dataclasses.dataclass

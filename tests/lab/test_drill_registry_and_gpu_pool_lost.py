@@ -21,7 +21,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import time
 from pathlib import Path
+from typing import Any
 
 from drtool_lab import kube_seed
 from drtool_lab.cluster import cluster_target, seeded_cluster
@@ -30,6 +32,7 @@ from drtool_lab.components.kwok import KwokController
 from drtool_lab.lab import Lab
 from drtool_lab.oci import lab_registry
 from drtool_plugins.images.sample import push_image
+from kubernetes import client as k8s
 
 from drtool.backends.local import LocalBackend
 from drtool.backup import run_backup
@@ -49,6 +52,7 @@ from drtool.plugin.toolkit.oci.registry import Registry
 from drtool.repo.manifest import Manifest
 from drtool.repo.repository import Repository
 from tests.fixtures.core import PASSPHRASE, Cli
+from tests.fixtures.kube import KubeLab
 
 PLAN = Path(__file__).resolve().parents[2] / "restore-plans" / "registry-restore.yaml"
 
@@ -203,3 +207,54 @@ def test_gpu_pool_lost_through_the_cli_prints_its_record(drill_lab: Lab, cli: Cl
     assert row["checks"][0]["flavor"] == "a100" and 0 < row["time_to_service_s"] < 300, row
     matrix_rows = {r["scenario"]: r for r in json.loads(cli("drills", "--matrix", "--json", check=True).stdout)}
     assert matrix_rows["gpu-pool-lost"]["last"]["id"] == row["id"]
+
+
+class _Raced(KubeClient):
+    """A client whose next replace finds the object changed since it was read: another writer (Kueue, writing
+    the queue's status) got there first. The change is a real write to the server, just before the replace."""
+
+    races = 1
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        if method == "PUT" and self.races:
+            self.races -= 1
+            label = json.dumps({"metadata": {"labels": {"raced": str(self.races)}}}).encode()
+            super().request("PATCH", path, body=label, content_type="application/merge-patch+json")
+        return super().request(method, path, **kwargs)
+
+
+def test_the_drain_retries_a_queue_changed_between_its_read_and_its_write(kube_target: KubeLab) -> None:
+    """The drill's drain is a replace at the version it read; a conflict is read again and retried."""
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "clusterqueues.kueue.x-k8s.io"},
+        "spec": {
+            "group": "kueue.x-k8s.io", "scope": "Cluster",
+            "names": {"plural": "clusterqueues", "singular": "clusterqueue", "kind": "ClusterQueue"},
+            "versions": [{
+                "name": "v1beta2", "served": True, "storage": True, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+            }],
+        },
+    }  # fmt: skip
+    flavors = [{"name": name, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]} for name in ("l4", "a100")]
+    queue = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq-speech"},
+             "spec": {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": flavors}]}}  # fmt: skip
+    with kube_target.api_client() as api:
+        k8s.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
+        custom = k8s.CustomObjectsApi(api)
+        for _ in range(100):  # until the new type is served
+            try:
+                custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", queue)
+                break
+            except k8s.ApiException as exc:
+                assert exc.status == 404, exc
+                time.sleep(0.1)
+    client = _Raced(Connection.from_mapping({"kubeconfig": kube_target.kubeconfig}))
+    drill = GpuPoolLost(lost="l4", remaining="a100", namespace="team-speech", queue="speech-queue")
+
+    assert drill.drain(client) == ["cq-speech"] and not client.races  # the first replace met the other writer
+    drained = client.get("/apis/kueue.x-k8s.io/v1beta2/clusterqueues/cq-speech")
+    quotas = {f["name"]: f["resources"][0]["nominalQuota"] for f in drained["spec"]["resourceGroups"][0]["flavors"]}
+    assert quotas == {"l4": 0, "a100": 8} and drained["metadata"]["labels"] == {"raced": "0"}
+    assert drill.queues["cq-speech"] == queue["spec"]  # what a put-back restores: the spec before the drain
