@@ -55,6 +55,9 @@ python -m drtool_lab.build --jobs 2 lab kube-apiserver@v1.38.0-beta.0 argocd lab
   minio ray-operator helm trainer-controller-manager jobset >/dev/null &
 go_builds=$!
 status=0
+# The source's bytecode compiled once: an editable install is not compiled by pip, and where PYTHONDONTWRITEBYTECODE
+# is set (this machine sets it) every `drtool` process, plan step and rehearsal child compiled what it imported
+# from source again (about 0.2 CPU-s of a 0.85 CPU-s import of the CLI, its plans and four plugins).
 { pip install -q --disable-pip-version-check -e '.[test]' \
   && { [ "$(id -u)" != 0 ] || python -m tests.fixtures.image >/dev/null; } \
   && ruff check drtool plugins lab tests bench \
@@ -62,16 +65,13 @@ status=0
 wait "$go_builds" || status=$?
 [ "$status" = 0 ] || exit "$status"
 
-# The source's bytecode compiled once: an editable install is not compiled by pip, and where PYTHONDONTWRITEBYTECODE
-# is set (this machine sets it) every `drtool` process, plan step and rehearsal child compiled what it imported
-# from source again (about 0.2 CPU-s of a 0.85 CPU-s import of the CLI, its plans and four plugins).
-# Three workers, each running whole test files (a file's module-scoped labs start once, on one worker), the
-# longest files first (tests/fixtures/schedule.py): the end-to-end drills mostly wait on servers, so three run
-# side by side on two cores (tests/lab: 23 min 55 s on two workers, 16 min 41 s on three, its tests' summed
-# durations 2334 s and 2055 s: not slower side by side; 2026-12-05 at load average 21 to 26).
+# Four workers, each running whole test files (a file's module-scoped labs start once, on one worker), the
+# longest files first (tests/fixtures/schedule.py): the end-to-end drills partly wait on servers, so more workers
+# than cores keep both cores busy (2026-12-06, bytecode compiled, this 2-core machine alone: three workers
+# 18 min 58 s and 20 min 53 s; four 18 min 52 s with the cores 96 % busy over the run, /proc/stat; docs/testing.md).
 # DRTOOL_TEST_WORKERS=1 runs the suite serially in this process. The fast tier alone:
 # python -m pytest -m "not e2e" (README, Tests).
-workers=${DRTOOL_TEST_WORKERS:-3}
+workers=${DRTOOL_TEST_WORKERS:-4}
 parallel=()
 if [ "$workers" != 1 ]; then
   parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
