@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from drtool.errors import UsageError
 from drtool.kube.client import FIELD_MANAGER, KubeClient
+from drtool.kube.fields import managers
 from drtool.kube.settings import Connection
 
 T = TypeVar("T")
@@ -37,10 +38,7 @@ def restored(obj: Mapping[str, Any]) -> bool:
 def status_by_controller(obj: Mapping[str, Any]) -> bool:
     """Its status was written by something other than drtool (a controller's own verdict), not only copied from
     the backup by a restore or written by a check's probe."""
-    return any(
-        e.get("subresource") == "status" and e.get("manager") not in (RESTORE_MANAGER, PROBE_MANAGER)
-        for e in (obj.get("metadata") or {}).get("managedFields") or []
-    )
+    return any(m.subresource == "status" and m.name not in (RESTORE_MANAGER, PROBE_MANAGER) for m in managers(obj))
 
 
 def ref(obj: Mapping[str, Any]) -> str:
