@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import zstandard
@@ -126,10 +126,12 @@ class Manifest(BaseModel):
         return zstandard.ZstdCompressor(level=6).compress(self.model_dump_json().encode())
 
     @classmethod
-    def decode(cls, data: bytes, backup_id: str) -> Manifest:
+    def decode(cls, data: bytes, backup_id: str, lighten: Callable[[bytes], bytes] | None = None) -> Manifest:
+        """``lighten`` may rewrite the JSON before it is parsed (prune cuts the chunk lists out:
+        drtool/repo/chunk_lists.py)."""
         try:
             raw = zstandard.ZstdDecompressor().decompress(data, max_output_size=MAX_MANIFEST_BYTES)
-            manifest = cls.model_validate_json(raw)
+            manifest = cls.model_validate_json(lighten(raw) if lighten else raw)
         except (zstandard.ZstdError, ValidationError, ValueError) as exc:
             raise IntegrityError(f"manifest {backup_id} does not decode: {str(exc).splitlines()[0]}") from None
         if manifest.version != MANIFEST_VERSION:

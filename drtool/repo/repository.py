@@ -232,10 +232,13 @@ class Repository:
         except NotFound:
             raise NotFound(f"backup {backup_id} not found in store {self.backend.url}", "see `drtool list`") from None
 
-    def open_manifest(self, backup_id: str, blob: bytes, stored: dt.datetime | None) -> Manifest:
-        """The manifest in ``blob`` (from ``fetch_manifest``), authenticated, decoded and judged."""
+    def open_manifest(
+        self, backup_id: str, blob: bytes, stored: dt.datetime | None, lighten: Callable[[bytes], bytes] | None = None
+    ) -> Manifest:
+        """The manifest in ``blob`` (from ``fetch_manifest``), authenticated, decoded (see ``Manifest.decode``
+        for ``lighten``) and judged."""
         plain, sealer = self.key.opener(MANIFEST, backup_id, blob)
-        manifest = Manifest.decode(plain, backup_id)
+        manifest = Manifest.decode(plain, backup_id, lighten)
         if manifest.store_id != self.config.store_id:
             raise IntegrityError(f"manifest {backup_id} belongs to store {manifest.store_id}")
         flag = self.judge(manifest, stored)
