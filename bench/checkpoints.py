@@ -16,7 +16,8 @@ bench/results/checkpoints-<time>.json.
     nice python bench/checkpoints.py --size-gib 1 --shards 1 --runs 1              # one large object
     nice python bench/checkpoints.py --size-gib 1 --shards 1 --option ranged_threshold=2GiB   # one GET stream
 
-``--option KEY=VALUE`` (repeatable) adds a setting of the checkpoints plugin's source (docs/checkpoints.md).
+``--option KEY=VALUE`` (repeatable) adds a setting of the checkpoints plugin's source (docs/checkpoints.md);
+``--restore-option KEY=VALUE`` (repeatable) an option of each restore (``-o``, e.g. ``workers=8``).
 """
 
 from __future__ import annotations
@@ -134,6 +135,9 @@ def main() -> None:
     ap.add_argument("--workdir", default="/work/tmp-bench-checkpoints")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a checkpoints setting")
     ap.add_argument(
+        "--restore-option", action="append", default=[], metavar="KEY=VALUE", help="a restore option (`-o`)"
+    )
+    ap.add_argument(
         "--verify",
         action="append",
         choices=["sample", "full", "off"],
@@ -152,6 +156,7 @@ def main() -> None:
     client = minio.client()
     results: dict[str, Any] = {"machine": machine_facts(), "size_bytes": total, "shards": args.shards, "runs": {}}
     results["options"] = options
+    results["restore_options"] = args.restore_option
     disk = work / "disk"
     disk.mkdir(exist_ok=True)
     drtool = [sys.executable, "-m", "drtool"]
@@ -179,6 +184,7 @@ def main() -> None:
                 argv = [*drtool, "restore", backup_id, "-p", "checkpoints", "--json"]
                 argv += ["-t", f"url=s3://restore-{r}-{mode}/ckpt", "-t", f"endpoint_url={minio.api_url}"]
                 argv += ["-t", f"credentials_file={creds}"]
+                argv += [arg for option in args.restore_option for arg in ("-o", option)]
                 argv += ["--no-verify"] if mode == "off" else [f"--verify={mode}"]
                 row = paired(client, keys, "copy", argv, renv)
                 report = json.loads(row.pop("out"))  # type: ignore[arg-type]
