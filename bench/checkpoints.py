@@ -17,7 +17,9 @@ bench/results/checkpoints-<time>.json.
     nice python bench/checkpoints.py --size-gib 1 --shards 1 --option ranged_threshold=2GiB   # one GET stream
 
 ``--option KEY=VALUE`` (repeatable) adds a setting of the checkpoints plugin's source (docs/checkpoints.md);
-``--restore-option KEY=VALUE`` (repeatable) an option of each restore (``-o``, e.g. ``workers=8``).
+``--restore-option KEY=VALUE`` (repeatable) an option of each restore (``-o``, e.g. ``workers=8``);
+``--tls`` has MinIO serve https, as S3 endpoints in production do (botocore's uploads differ: see
+docs/performance.md, "The S3 restore over https").
 """
 
 from __future__ import annotations
@@ -84,15 +86,17 @@ def empty(client: Any, bucket: str, prefix: str = "") -> None:
             client.delete_objects(Bucket=bucket, Delete={"Objects": keys})
 
 
-def start_minio(work: Path) -> tuple[Lab, dict[str, str]]:
-    """A lab MinIO under ``work``, and the environment drtool's child processes run with: its credentials,
-    the checkpoints plugin only, a passphrase and a HOME of their own (bench/scale_out.py uses it too)."""
+def start_minio(work: Path, *, tls: bool = False) -> tuple[Lab, dict[str, str]]:
+    """A lab MinIO under ``work`` (serving https with ``tls``), and the environment drtool's child processes
+    run with: its credentials (and CA), the checkpoints plugin only, a passphrase and a HOME of their own
+    (bench/scale_out.py uses it too)."""
     work.mkdir(parents=True, exist_ok=True)
     labs = Path(tempfile.mkdtemp(dir=work, prefix="labs-"))
     env = {**os.environ, "DRTOOL_LAB_DIR": str(labs), "DRTOOL_PASSPHRASE": PASS, "HOME": str(work / "home")}
     env["DRTOOL_PLUGINS"] = "checkpoints"
     os.environ["DRTOOL_LAB_DIR"] = str(labs)
     lab = Lab("bench", root=labs)
+    lab.add("minio", tls=tls)
     lab.up(["minio"])
     return lab, env | lab["minio"].env()
 
@@ -134,6 +138,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--workdir", default="/work/tmp-bench-checkpoints")
     ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a checkpoints setting")
+    ap.add_argument("--tls", action="store_true", help="MinIO serves https (what botocore does over TLS)")
     ap.add_argument(
         "--restore-option", action="append", default=[], metavar="KEY=VALUE", help="a restore option (`-o`)"
     )
@@ -151,12 +156,13 @@ def main() -> None:
     shard_size = total // args.shards
     gib = total / (1 << 30)
     work = Path(args.workdir)
-    lab, env = start_minio(work)
+    lab, env = start_minio(work, tls=args.tls)
     minio = lab["minio"]
     client = minio.client()
     results: dict[str, Any] = {"machine": machine_facts(), "size_bytes": total, "shards": args.shards, "runs": {}}
     results["options"] = options
     results["restore_options"] = args.restore_option
+    results["tls"] = args.tls
     disk = work / "disk"
     disk.mkdir(exist_ok=True)
     drtool = [sys.executable, "-m", "drtool"]

@@ -9,13 +9,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import secrets
+import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from drtool_lab.build import MINIO_MODULE, MINIO_VERSION, binary_path, minio_binary
 
 from drtool.files import replace_private
-from drtool.servers import process
+from drtool.servers import pki, process
 from drtool.servers.component import Component
 from drtool.servers.provision import Provision, go_installed
 
@@ -39,6 +40,10 @@ class MinioServer(Component):
     The credentials are generated once and kept in the component's state, so a restarted server (`drtool lab
     up` after a reboot) accepts the same pair that scripts and saved environments were already given.
     They are lab-only secrets, so they go into ``env()`` for clients but never into ``describe()``.
+
+    With ``tls`` the S3 API serves https with a certificate for 127.0.0.1 from a CA of the server's own
+    (``ca_file``, which ``env()`` names in AWS_CA_BUNDLE and ``client()`` trusts): what an S3 endpoint in
+    production looks like, for what botocore does differently over TLS.
     """
 
     kind = "minio"
@@ -51,6 +56,7 @@ class MinioServer(Component):
     console_port: int = 0
     root_user: str = ""
     root_password: str = ""
+    tls: bool = False
 
     def __post_init__(self) -> None:
         self.api_port = self.api_port or process.free_port()
@@ -64,7 +70,24 @@ class MinioServer(Component):
 
     @property
     def api_url(self) -> str:
-        return f"http://127.0.0.1:{self.api_port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.api_port}"
+
+    @property
+    def certs_dir(self) -> Path:
+        return self.path / "certs"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.path / "pki" / "ca.crt"
+
+    def _ensure_certs(self) -> None:
+        """The CA and MinIO's serving pair (``certs/public.crt``, ``certs/private.key``), made once."""
+        if (self.certs_dir / "private.key").exists():
+            return
+        served = pki.issue(
+            pki.make_ca(self.ca_file.parent, f"drtool lab {self.name} CA"), self.certs_dir, "public", "minio"
+        )
+        served.key.rename(self.certs_dir / "private.key")
 
     @property
     def console_url(self) -> str:
@@ -79,11 +102,14 @@ class MinioServer(Component):
             f"127.0.0.1:{self.api_port}",
             "--console-address",
             f"127.0.0.1:{self.console_port}",
+            *(["--certs-dir", str(self.certs_dir)] if self.tls else []),
         ]
 
     def start(self, timeout: float = 60.0) -> None:
         minio_binary()  # may build first (minutes): do it before the health-check clock starts
         self.path.mkdir(parents=True, exist_ok=True)
+        if self.tls:
+            self._ensure_certs()
         env = {
             "MINIO_ROOT_USER": self.root_user,
             "MINIO_ROOT_PASSWORD": self.root_password,
@@ -94,7 +120,12 @@ class MinioServer(Component):
         process.wait_until(self.healthy, timeout, f"minio {self.name} at {self.api_url}", self.log_path)
 
     def healthy(self) -> bool:
-        return self.running() and process.http_ok(f"{self.api_url}/minio/health/live")
+        if not self.running():
+            return False
+        if not self.tls:
+            return process.http_ok(f"{self.api_url}/minio/health/live")
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        return process.http_ok(f"{self.api_url}/minio/health/live", context)
 
     def env(self) -> dict[str, str]:
         return {
@@ -102,6 +133,7 @@ class MinioServer(Component):
             "AWS_ACCESS_KEY_ID": self.root_user,
             "AWS_SECRET_ACCESS_KEY": self.root_password,
             "AWS_DEFAULT_REGION": REGION,
+            **({"AWS_CA_BUNDLE": str(self.ca_file)} if self.tls else {}),
         }
 
     def describe(self) -> str:
@@ -129,6 +161,7 @@ class MinioServer(Component):
                 aws_access_key_id=self.root_user,
                 aws_secret_access_key=self.root_password,
                 region_name=REGION,
+                verify=str(self.ca_file) if self.tls else None,
                 config=Config(s3={"addressing_style": "path"}, retries={"mode": "standard", "total_max_attempts": 3}),
             )
         return cached

@@ -236,13 +236,38 @@ def _source_sums(resp: Mapping[str, Any], expect: ObjectStat) -> dict[str, str]:
 
 def s3_client(endpoint_url: str | None, credentials_file: str | None, workers: int = 16) -> BaseClient:
     """A boto3 S3 client for checkpoint locations, with botocore's own checksums off: drtool checks the
-    source's checksums and its SHA-256 itself."""
-    from botocore.config import Config
+    source's checksums and its SHA-256 itself.
 
+    Over https the bodies of uploads are not hashed for SigV4 (``payload_signing_enabled``): TLS protects
+    them in transit, and a restore's verification checks what landed. botocore would hash every uploaded
+    byte otherwise (SHA-256, about 0.8 CPU-s per GiB here), since it skips the hash on https only when a
+    checksum header goes along, and these uploads send none. Over plain http the hash is kept: it is then
+    the only thing that makes S3 refuse a body changed on the way. The endpoint is the resolved one (an
+    AWS_ENDPOINT_URL or a profile's may name it): a guess from ``endpoint_url`` that turns out wrong costs a
+    second client."""
     from drtool.backends.s3 import boto_session
 
-    config = Config(
-        s3={"addressing_style": "path"},
+    kwargs: dict[str, Any] = {"endpoint_url": endpoint_url} if endpoint_url else {}
+    if credentials_file:
+        kwargs.update(file_credentials(credentials_file, None, "credentials_file"))
+    named = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    guess = (named or "https:").startswith("https:")  # no endpoint named: AWS's own, over https
+    try:
+        client = boto_session().client("s3", config=_config(workers, over_tls=guess), **kwargs)
+        resolved = client.meta.endpoint_url.startswith("https:")
+        if resolved != guess:
+            client = boto_session().client("s3", config=_config(workers, over_tls=resolved), **kwargs)
+    except Exception as exc:  # boto3 raises several unrelated types for a bad profile or region
+        raise SourceError(f"checkpoints: cannot set up an S3 client: {exc}", "check AWS_* settings") from None
+    no_empty_continue(client)
+    return client
+
+
+def _config(workers: int, *, over_tls: bool) -> Any:
+    from botocore.config import Config
+
+    return Config(
+        s3={"addressing_style": "path", "payload_signing_enabled": not over_tls},
         retries={"mode": "standard", "total_max_attempts": 3},
         connect_timeout=3,
         read_timeout=30,
@@ -251,15 +276,6 @@ def s3_client(endpoint_url: str | None, credentials_file: str | None, workers: i
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
     )
-    kwargs: dict[str, Any] = {"endpoint_url": endpoint_url} if endpoint_url else {}
-    if credentials_file:
-        kwargs.update(file_credentials(credentials_file, None, "credentials_file"))
-    try:
-        client = boto_session().client("s3", config=config, **kwargs)
-    except Exception as exc:  # boto3 raises several unrelated types for a bad profile or region
-        raise SourceError(f"checkpoints: cannot set up an S3 client: {exc}", "check AWS_* settings") from None
-    no_empty_continue(client)
-    return client
 
 
 def no_empty_continue(client: BaseClient) -> None:
