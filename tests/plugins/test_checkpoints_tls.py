@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 import pytest
 from drtool_lab.components.minio import MinioServer
-from drtool_lab.lab import Lab
 from drtool_plugins.checkpoints import location as loc_mod
 from drtool_plugins.checkpoints import samples
 
 from drtool.repo.repository import Repository
 from drtool.restore import run_restore
+from tests.fixtures.minio import minio_lab
 from tests.plugins.test_checkpoints import PLUGIN, backup, source
 
 pytestmark = pytest.mark.minio
@@ -31,15 +31,8 @@ UNSIGNED = "UNSIGNED-PAYLOAD"
 
 @pytest.fixture(scope="module")
 def tls_minio(lab_root: Path) -> Iterator[MinioServer]:
-    lab = Lab("minio-tls", root=lab_root)
-    lab.add("minio", tls=True)
-    lab.up(["minio"])
-    server = lab["minio"]
-    assert isinstance(server, MinioServer)
-    try:
+    with minio_lab(lab_root, "minio-tls", tls=True) as server:
         yield server
-    finally:
-        lab.down()
 
 
 @pytest.fixture
