@@ -38,13 +38,18 @@ class ChunkListCut:
         self._ids: list[np.ndarray] = []
 
     def __call__(self, raw: bytes) -> bytes:
-        pieces, kept_to = [], 0
+        """Linear in ``raw``: each byte is searched and checked once at most. A start inside a span already
+        looked at is passed over, since a real list holds no other list's start (a manifest that is not as
+        written then goes to the model whole): crafted text with many starts and no end cannot make it
+        quadratic (tests/store/test_chunk_lists.py)."""
+        pieces, kept_to, looked_to = [], 0, 0
         for match in _LIST_START.finditer(raw):
             start = match.end()  # the first pair's "[" (or the list's "]": nothing to cut)
-            last = raw.find(b"]]", start)  # the last pair's "]"
-            if start < kept_to or raw[start : start + 1] != b"[" or last < 0:
+            if start < looked_to or raw[start : start + 1] != b"[":
                 continue
-            if self._take(raw, start, last + 1):
+            last = raw.find(b"]]", start)  # the last pair's "]"
+            looked_to = len(raw) if last < 0 else last + 1
+            if last >= 0 and self._take(raw, start, last + 1):
                 pieces.append(raw[kept_to:start])
                 kept_to = last + 1
         return b"".join([*pieces, raw[kept_to:]]) if pieces else raw
@@ -55,6 +60,8 @@ class ChunkListCut:
     def _take(self, raw: bytes, start: int, end: int) -> bool:
         """Decode ``raw[start:end]`` (``["<id>",<length>],...`` through the last ``]``) if every byte is as
         ``Manifest.encode`` writes it."""
+        if raw.count(b"[", start, end) > (end - start + 1) // (_ID + 7):  # a pair and its comma: 71 bytes or more
+            return False  # before positions are held: 8 bytes per "[" of a span full of them
         pairs = np.frombuffer(raw, np.uint8, end - start, start)
         opens, closes = _where(pairs, _OPEN), _where(pairs, _CLOSE)
         n = len(opens)

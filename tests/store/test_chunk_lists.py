@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import tracemalloc
 
 import numpy as np
@@ -111,3 +112,17 @@ def test_reading_a_large_manifest_costs_its_text_not_objects_per_reference() -> 
     bound = text_size + 48 * 150_000 + 2_000_000  # the text, the ids, the pairs' positions, 256 KiB steps
     assert cut_peak < bound, f"the cut read peaked at {cut_peak / 1e6:.1f} MB: the text is {text_size / 1e6:.1f}"
     assert model_peak > 2 * cut_peak, f"the parse: {model_peak / 1e6:.0f} MB, the cut read: {cut_peak / 1e6:.0f}"
+
+
+def test_crafted_text_cannot_make_the_cut_quadratic() -> None:
+    """Whoever holds a key can write a manifest of up to 512 MiB. Many list starts with no end, or one far
+    end and a span full of "[", made every start search and check to the end: 1.5 MB took 24 CPU-s, so a
+    large one would stop every prune. Each byte is now looked at once: 15 MB in well under a second."""
+    start = b'"sha256":"' + b"a" * 64 + b'","chunks":['
+    never_ending = (start + b"[" + b"x" * 100) * 80_000
+    one_far_end = (start + b"[" * 100) * 80_000 + b"]]"
+    for text in (never_ending, one_far_end):
+        cut = ChunkListCut()
+        began = time.process_time()
+        assert cut(text) == text and len(cut.ids()) == 0
+        assert time.process_time() - began < 5, f"{len(text) / 1e6:.0f} MB took {time.process_time() - began:.1f} s"
