@@ -37,8 +37,14 @@ def artifact(name: str, chunks: int, meta: dict | None = None) -> ArtifactEntry:
     return ArtifactEntry(plugin="files", name=name, size=size, sha256=sha, chunks=refs, meta=meta or {})
 
 
-def ids_of(m: Manifest) -> np.ndarray:
-    return np.array([bytes.fromhex(c) for a in m.artifacts for c, _ in a.chunks], dtype="S32")
+def ids_of(m: Manifest) -> list[bytes]:
+    return [bytes.fromhex(c) for a in m.artifacts for c, _ in a.chunks]
+
+
+def listed(ids: np.ndarray) -> list[bytes]:
+    """The 32-byte ids of an S32 array whole: ``tolist()`` drops an id's trailing NUL bytes."""
+    data = np.ascontiguousarray(ids).tobytes()
+    return [data[i : i + 32] for i in range(0, len(data), 32)]
 
 
 def read(m: Manifest, text: bytes | None = None) -> tuple[Manifest, ChunkListCut]:
@@ -53,7 +59,7 @@ def test_the_cut_ids_are_the_models_and_the_rest_parses_unchanged() -> None:
         [artifact("one", 3), artifact(awkward, 0), artifact("many", 70_000, meta={"chunks": 3}), artifact("x", 1)]
     )
     light, cut = read(original)
-    assert cut.ids().tolist() == ids_of(original).tolist()
+    assert listed(cut.ids()) == ids_of(original)
     assert all(a.chunks == [] for a in light.artifacts)
     stripped = [a.model_copy(update={"chunks": []}) for a in original.artifacts]
     assert light == original.model_copy(update={"artifacts": stripped})
@@ -64,7 +70,7 @@ def test_a_chunk_list_the_pattern_does_not_match_is_left_to_the_model() -> None:
     original = manifest([artifact("one", 5), artifact("two", 7)])
     light, cut = read(original, json.dumps(original.model_dump(), indent=1).encode())
     assert len(cut.ids()) == 0
-    assert chunk_array(light).tolist() == sorted(set(ids_of(original).tolist()))
+    assert listed(chunk_array(light)) == sorted(set(ids_of(original)))
 
 
 def test_a_list_not_exactly_as_written_is_left_to_the_model() -> None:
@@ -76,9 +82,9 @@ def test_a_list_not_exactly_as_written_is_left_to_the_model() -> None:
     text = text.replace(upper.chunks[1][0].encode(), upper.chunks[1][0].upper().encode())
     text = text.replace(f'"{spaced.chunks[1][0]}",'.encode(), f'"{spaced.chunks[1][0]}", '.encode())
     light, cut = read(original, text)
-    assert cut.ids().tolist() == [bytes.fromhex(c) for c, _ in plain.chunks]
+    assert listed(cut.ids()) == [bytes.fromhex(c) for c, _ in plain.chunks]
     assert [len(a.chunks) for a in light.artifacts] == [3, 2, 0]
-    assert chunk_array(light).tolist() == sorted(bytes.fromhex(c) for a in (upper, spaced) for c, _ in a.chunks)
+    assert listed(chunk_array(light)) == sorted(bytes.fromhex(c) for a in (upper, spaced) for c, _ in a.chunks)
 
 
 def test_an_artifact_shaped_metadata_only_adds_ids() -> None:
@@ -86,7 +92,7 @@ def test_an_artifact_shaped_metadata_only_adds_ids() -> None:
     decoy = artifact("decoy", 4)
     original = manifest([artifact("real", 6)], plugin_meta={"copy": decoy.model_dump()})
     light, cut = read(original)
-    assert set(cut.ids().tolist()) == set(ids_of(original).tolist()) | {bytes.fromhex(c) for c, _ in decoy.chunks}
+    assert set(listed(cut.ids())) == set(ids_of(original)) | {bytes.fromhex(c) for c, _ in decoy.chunks}
     assert light.plugins["files"].meta["copy"]["chunks"] == []
 
 
